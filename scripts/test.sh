@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Set up and run every test: unit tests of the package, notebook/package agreement, conventions,
+# nbval on every chapter, the book build, and the headless-browser test of the built pages.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+
+# The browser test drives Debian's Chromium (Playwright's own browser download is not used).
+if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "Chromium is needed for tests/test_browser.py: install Debian's 'chromium' package or set CHROMIUM" >&2
+    exit 1
+  fi
+fi
+
+.venv/bin/jupyter-book build . --warningiserror --nitpick --keep-going --quiet
+.venv/bin/python -m pytest tests book \
+  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "$@"

@@ -1,0 +1,133 @@
+"""Open every page of the built book in headless Chromium, offline, and check that it works.
+
+The book must be built first (scripts/test.sh does it: `jupyter-book build . -W`). The pages are served
+on 127.0.0.1 only, and every request for anything else is refused and reported: the book must not need
+a network. A page fails if it logs a JavaScript error, if it asks for an outside URL, if one of its
+Altair charts did not draw (Vega renders an ``svg`` or ``canvas`` with class ``marks``), if it shows
+fewer charts than its notebook's stored outputs hold, or if its maths did not typeset.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SITE = REPO_ROOT / "_build" / "html"
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PAGES = sorted(path.relative_to(SITE).as_posix() for path in SITE.rglob("*.html") if "_static" not in path.parts) if SITE.exists() else []
+
+
+def chromium_path() -> str:
+    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.fail("Chromium not found: install Debian's `chromium` (scripts/test.sh does) or set CHROMIUM")
+    return path
+
+
+def charts_in_notebook(page: str) -> int:
+    """How many Altair charts the page's notebook holds in its stored outputs (0 for non-notebook pages)."""
+    notebook = (REPO_ROOT / page).with_suffix(".ipynb")
+    if not notebook.exists():
+        return 0
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum(
+        1
+        for cell in cells
+        for output in cell.get("outputs", [])
+        if "altair-viz-" in "".join(output.get("data", {}).get("text/html", ""))
+    )
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (SITE / "index.html").exists():
+        pytest.fail(f"{SITE} has no built book: run `jupyter-book build . -W` first (scripts/test.sh does)")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(SITE)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
+        yield instance
+        instance.close()
+
+
+def test_every_page_is_tested():
+    assert "book/01_positional_encoding.html" in PAGES, f"the built book is missing or incomplete: {PAGES}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_offline(server, browser, page):
+    context = browser.new_context()
+    outside_requests: list[str] = []
+    errors: list[str] = []
+
+    def refuse_outside(route):
+        if urlparse(route.request.url).hostname != "127.0.0.1":
+            outside_requests.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+
+    context.route("**/*", refuse_outside)
+    tab = context.new_page()
+    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    tab.on("console", lambda message: errors.append(f"console.{message.type}: {message.text}") if message.type == "error" else None)
+    tab.goto(f"{server}/{page}", wait_until="load")
+
+    expected_charts = charts_in_notebook(page)
+    if expected_charts:
+        # Vega renders asynchronously: wait until every chart container holds its drawn marks.
+        try:
+            tab.wait_for_function(
+                """() => [...document.querySelectorAll("div[id^='altair-viz-']")]
+                         .every(div => div.querySelector("svg.marks, canvas.marks"))""",
+                timeout=20_000,
+            )
+        except PlaywrightTimeout:
+            pytest.fail(f"{page}: charts did not draw in 20 s; outside requests {outside_requests}, errors {errors}")
+    containers = tab.locator("div[id^='altair-viz-']").count()
+    drawn = tab.locator("div[id^='altair-viz-'] :is(svg.marks, canvas.marks)").count()
+    failed = tab.locator("div[id^='altair-viz-'] .error").all_inner_texts()
+
+    if tab.locator(".math").count():
+        tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20_000)
+        tab.evaluate("() => MathJax.startup.promise")
+        assert tab.locator("mjx-container").count() >= tab.locator(".math").count(), "maths did not typeset"
+        assert tab.locator("mjx-merror").count() == 0, f"MathJax errors: {tab.locator('mjx-merror').all_inner_texts()}"
+
+    context.close()
+    assert not outside_requests, f"{page} asked for outside URLs: {outside_requests}"
+    assert not errors, f"{page} logged errors: {errors}"
+    assert not failed, f"{page}: charts failed to render: {failed}"
+    assert containers == expected_charts, f"{page}: {containers} chart containers, notebook has {expected_charts}"
+    assert drawn == expected_charts, f"{page}: {drawn} of {expected_charts} charts drew"

@@ -1,0 +1,121 @@
+"""Every chapter follows the book's conventions (book/contributing.md)."""
+
+import json
+import re
+
+import pytest
+import yaml
+
+import export_package
+import sync_repo_url
+
+REPO_ROOT = export_package.REPO_ROOT
+CHAPTERS = export_package.chapter_notebooks()
+MAX_CHART_BYTES = 150_000  # keep pages light: sample or round the data of a chart that is larger
+
+
+def cells(notebook):
+    return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+
+
+def code_cells(notebook):
+    return [cell for cell in cells(notebook) if cell["cell_type"] == "code"]
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "no chapters found in book/"
+
+
+def test_toc_lists_exactly_the_chapters():
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+    chapter_files = [f"book/{notebook.stem}" for notebook in CHAPTERS]
+    assert [file for file in files if re.match(r"book/\d\d_", file)] == chapter_files
+    for file in files + [toc["root"]]:
+        assert any((REPO_ROOT / f"{file}{suffix}").exists() for suffix in (".md", ".ipynb")), file
+
+
+def test_badges_and_setup_cells_agree_with_config(capsys):
+    assert sync_repo_url.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_config_launch_buttons_point_at_colab():
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert config["repository"]["branch"] == "main"
+    assert config["html"]["use_download_button"] is True
+
+
+def test_badge_url_is_the_colab_launch_url_for_the_notebook():
+    url, branch, _ = sync_repo_url.repository()
+    owner_repo = url.removeprefix("https://github.com/")
+    for notebook in CHAPTERS:
+        expected = f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/book/{notebook.name}"
+        assert expected in sync_repo_url.badge(notebook)
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_device_cell_prefers_cuda_then_mps_then_cpu(notebook):
+    device_cells = [cell for cell in code_cells(notebook) if "torch.cuda.is_available()" in source(cell)]
+    assert len(device_cells) == 1
+    text = source(device_cells[0])
+    assert text.index("cuda") < text.index("mps") < text.index('torch.device("cpu")')
+    assert "nbval-ignore-output" in device_cells[0]["metadata"].get("tags", [])
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_seed_is_set_before_anything_random(notebook):
+    sources = [source(cell) for cell in code_cells(notebook)]
+    seeded = next(i for i, text in enumerate(sources) if "torch.manual_seed(" in text)
+    assert not any(re.search(r"torch\.(rand|randn|randint|randperm)\(", text) for text in sources[:seeded])
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_executed_once_top_to_bottom_without_errors(notebook):
+    counts = [cell["execution_count"] for cell in code_cells(notebook) if source(cell).strip()]
+    assert counts == list(range(1, len(counts) + 1)), "re-run with tools/execute_notebooks.py"
+    errors = [output for cell in code_cells(notebook) for output in cell["outputs"] if output["output_type"] == "error"]
+    assert not errors
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_ignored_outputs_still_assert_something(notebook):
+    # A cell whose output nbval ignores must check what matters itself (the device cell only prints).
+    for cell in code_cells(notebook):
+        if "nbval-ignore-output" in cell["metadata"].get("tags", []) and "torch.cuda.is_available()" not in source(cell):
+            assert "assert " in source(cell), f"ignored cell without an assertion:\n{source(cell)[:200]}"
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_charts_are_small(notebook):
+    for cell in code_cells(notebook):
+        for output in cell["outputs"]:
+            html = "".join(output.get("data", {}).get("text/html", ""))
+            if "altair-viz-" in html:
+                assert len(html) < MAX_CHART_BYTES, f"a chart of {len(html)} bytes in:\n{source(cell)[:200]}"
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_outputs_hold_no_memory_addresses_or_local_paths(notebook):
+    for cell in code_cells(notebook):
+        text = json.dumps(cell["outputs"])
+        assert not re.search(r"at 0x[0-9a-f]{6,}", text), f"memory address in the output of:\n{source(cell)[:200]}"
+        assert str(REPO_ROOT) not in text and "/tmp/" not in text
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_has_exercises_with_checked_solutions(notebook):
+    markdown = "\n".join(source(cell) for cell in cells(notebook) if cell["cell_type"] == "markdown")
+    assert "## Exercises" in markdown
+    solutions = [cell for cell in code_cells(notebook) if "hide-input" in cell["metadata"].get("tags", [])]
+    assert len(solutions) >= 2 and all("assert " in source(cell) for cell in solutions)
+
+
+def test_model_package_does_not_import_plotting_or_notebook_code():
+    for module in (REPO_ROOT / "src" / "transformer_book").glob("*.py"):
+        text = module.read_text(encoding="utf-8")
+        assert not re.search(r"^\s*(import|from)\s+(altair|pandas|book_charts|IPython|matplotlib)", text, re.MULTILINE), module

@@ -1,0 +1,147 @@
+"""Unit tests of transformer_book.positional (chapter 1)."""
+
+import math
+
+import pytest
+import torch
+
+from transformer_book import Embeddings, PositionalEncoding, sinusoidal_table
+
+
+def formula(pos: int, dimension: int, d_model: int) -> float:
+    angle = pos / 10000 ** (2 * (dimension // 2) / d_model)
+    return math.sin(angle) if dimension % 2 == 0 else math.cos(angle)
+
+
+@pytest.mark.parametrize("d_model", [2, 8, 64, 512])
+def test_table_matches_the_formula(d_model):
+    table = sinusoidal_table(60, d_model)
+    assert table.shape == (60, d_model)
+    assert table.dtype == torch.float32
+    for pos in (0, 1, 7, 59):
+        for dimension in range(0, d_model, max(1, d_model // 16)):
+            assert table[pos, dimension].item() == pytest.approx(formula(pos, dimension, d_model), abs=1e-6)
+
+
+def test_position_zero_alternates_zero_and_one():
+    assert sinusoidal_table(1, 6)[0].tolist() == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+
+
+def test_large_positions_stay_accurate():
+    # The table is computed in float64: at position 4999 a float32 angle would already be off by ~1e-4.
+    assert sinusoidal_table(5000, 8)[4999, 0].item() == pytest.approx(math.sin(4999), abs=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 5, 37])
+def test_shift_by_k_is_one_rotation_everywhere(k):
+    table = sinusoidal_table(200, 32).double()
+    sines, cosines = table[k, 0::2], table[k, 1::2]
+    rotation = torch.block_diag(*[torch.tensor([[c, s], [-s, c]], dtype=torch.float64) for s, c in zip(sines.tolist(), cosines.tolist())])
+    assert torch.allclose(table[:-k] @ rotation.T, table[k:], atol=1e-5)
+
+
+def test_dot_product_depends_only_on_distance():
+    table = sinusoidal_table(100, 64).double()
+    gram = table @ table.T
+    for offset in (0, 3, 40):
+        assert torch.diagonal(gram, offset=offset).std() < 1e-5
+    assert gram[10, 10].item() == pytest.approx(32.0)
+
+
+@pytest.mark.parametrize("d_model", [0, -4, 5, 513])
+def test_odd_or_nonpositive_d_model_is_refused_by_name(d_model):
+    with pytest.raises(ValueError, match=rf"d_model={d_model}\b"):
+        sinusoidal_table(10, d_model)
+    with pytest.raises(ValueError, match=rf"d_model={d_model}\b"):
+        PositionalEncoding(d_model)
+
+
+def test_nonpositive_max_len_is_refused():
+    with pytest.raises(ValueError, match="max_len=0"):
+        PositionalEncoding(8, max_len=0)
+
+
+def test_adds_the_table_and_keeps_shape():
+    module = PositionalEncoding(16, max_len=50)
+    embeddings = torch.randn(3, 10, 16)
+    out = module(embeddings)
+    assert out.shape == (3, 10, 16)
+    assert torch.allclose(out - embeddings, sinusoidal_table(10, 16).expand(3, -1, -1), atol=1e-6)
+
+
+def test_offset_selects_later_positions():
+    module = PositionalEncoding(16, max_len=50)
+    zeros = torch.zeros(1, 4, 16)
+    assert torch.equal(module(zeros, offset=6)[0], module(torch.zeros(1, 10, 16))[0, 6:10])
+
+
+def test_sequence_longer_than_the_table_names_both_lengths():
+    module = PositionalEncoding(8, max_len=16)
+    with pytest.raises(ValueError, match=r"length 20.*max_len=16"):
+        module(torch.zeros(2, 20, 8))
+    with pytest.raises(ValueError, match=r"max_len=16"):
+        module(torch.zeros(1, 4, 8), offset=13)
+    module(torch.zeros(1, 16, 8))  # exactly the table's length is fine
+
+
+def test_wrong_feature_size_names_the_shapes():
+    with pytest.raises(ValueError, match=r"d_model=8.*\(2, 5, 6\)"):
+        PositionalEncoding(8)(torch.zeros(2, 5, 6))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_dtype_follows_the_input(dtype):
+    out = PositionalEncoding(8, max_len=10)(torch.zeros(1, 3, 8, dtype=dtype))
+    assert out.dtype == dtype
+
+
+def test_buffer_follows_the_module_and_is_not_trained_or_saved():
+    module = PositionalEncoding(8, max_len=10).to(torch.float64)
+    assert module.table.dtype == torch.float64
+    assert list(module.parameters()) == []
+    assert "table" not in module.state_dict()
+    assert "table" in dict(module.named_buffers())
+
+
+def test_device_follows_the_module():
+    # The "meta" device stands in for a GPU here: tensors with shapes and dtypes but no data. A table
+    # left behind on the CPU would make the addition fail with a device mismatch.
+    module = PositionalEncoding(8, max_len=10).to("meta")
+    assert module.table.device.type == "meta"
+    assert module(torch.zeros(1, 3, 8, device="meta")).device.type == "meta"
+
+
+def test_dropout_only_in_training():
+    module = PositionalEncoding(8, max_len=10, dropout=0.5)
+    zeros = torch.zeros(4, 10, 8)
+    module.eval()
+    assert torch.equal(module(zeros), module(zeros))
+    module.train()
+    torch.manual_seed(0)
+    assert (module(zeros) == 0).float().mean() > 0.3  # about half dropped (cos entries are never 0)
+
+
+def test_embeddings_are_scaled_by_sqrt_d_model():
+    embeddings = Embeddings(vocab_size=11, d_model=16)
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 10]])
+    out = embeddings(tokens)
+    assert out.shape == (2, 3, 16)
+    assert torch.allclose(out, embeddings.lookup.weight[tokens] * 4.0)
+
+
+def test_embeddings_gradient_reaches_the_lookup_table():
+    embeddings = Embeddings(vocab_size=5, d_model=4)
+    embeddings(torch.tensor([[0, 3]])).sum().backward()
+    grad = embeddings.lookup.weight.grad
+    assert grad[0].abs().sum() > 0 and grad[3].abs().sum() > 0 and grad[1].abs().sum() == 0
+
+
+def test_embeddings_padding_index_has_zero_vector():
+    embeddings = Embeddings(vocab_size=5, d_model=4, padding_idx=0)
+    assert torch.equal(embeddings(torch.tensor([[0]])), torch.zeros(1, 1, 4))
+
+
+@pytest.mark.parametrize(("vocab_size", "d_model"), [(0, 8), (10, 0)])
+def test_embeddings_refuse_nonpositive_sizes(vocab_size, d_model):
+    with pytest.raises(ValueError, match=f"vocab_size={vocab_size}, d_model={d_model}"):
+        Embeddings(vocab_size, d_model)

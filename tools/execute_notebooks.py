@@ -1,0 +1,54 @@
+"""Re-execute chapters top to bottom in a fresh kernel and save them in place, with their outputs.
+
+    python tools/execute_notebooks.py                                  # every chapter
+    python tools/execute_notebooks.py book/01_positional_encoding.ipynb
+
+The stored outputs are what the book shows and what nbval compares, so a chapter is always committed
+straight from this script: never from a kernel that ran cells out of order. After executing, the
+script re-exports the package (tools/export_package.py) so notebook and package stay in step, and
+prints how long each chapter took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import export_package  # noqa: E402  (a sibling script, not an installed module)
+
+
+def execute(path: Path, timeout: int) -> float:
+    notebook = nbformat.read(path, as_version=4)
+    started = time.perf_counter()
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    elapsed = time.perf_counter() - started
+    nbformat.write(notebook, path)
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every chapter in book/")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+
+    for path in args.notebooks or export_package.chapter_notebooks():
+        seconds = execute(path, args.timeout)
+        print(f"{path}: executed in {seconds:.1f} s")
+    return export_package.main([])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
