@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urljoin, urlparse
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -103,6 +104,14 @@ def test_page_renders_offline(server, browser, page):
     tab.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
     tab.on("console", lambda message: errors.append(f"console.{message.type}: {message.text}") if message.type == "error" else None)
     tab.goto(f"{server}/{page}", wait_until="load")
+    redirect = re.search(
+        r'http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', (SITE / page).read_text(encoding="utf-8"), re.IGNORECASE
+    )
+    if redirect:  # index.html only forwards to the first page: follow it, then test where it lands
+        target = urljoin(f"{server}/{page}", redirect.group(1))
+        tab.wait_for_url(target, timeout=10_000)
+        tab.wait_for_load_state("load")
+        page = urlparse(target).path.lstrip("/")
 
     expected_charts = charts_in_notebook(page)
     if expected_charts:
