@@ -23,7 +23,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SITE = REPO_ROOT / "_build" / "html"
+SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_HTML: test a book built elsewhere
 CHROMIUM_FLAGS = [
     "--headless=new",
     "--no-sandbox",

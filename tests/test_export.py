@@ -17,6 +17,14 @@ def test_every_chapter_module_is_generated():
     assert set(export_package.render_modules(export_package.chapter_notebooks())) == generated
 
 
+def test_no_hand_written_modules_besides_init():
+    # Every model module comes from a chapter; only __init__.py (the re-exports) is written by hand.
+    hand_written = {path.name for path in export_package.PACKAGE_DIR.glob("*.py")} - {
+        path.name for path in export_package.generated_files()
+    }
+    assert hand_written == {"__init__.py"}
+
+
 def test_an_edited_chapter_is_detected(tmp_path):
     # Copy chapter 1, change one exported line, and check that the rendered module no longer matches.
     original = export_package.BOOK_DIR / "01_positional_encoding.ipynb"

@@ -5,6 +5,38 @@ read the chapter to see why the code is the way it is. This package holds model 
 torch and nothing from plotting or notebooks.
 """
 
+from transformer_book.attention import check_mask, scaled_dot_product_attention
+from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
+from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
+from transformer_book.feed_forward import PositionwiseFeedForward
+from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
+from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
+from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
 
-__all__ = ["Embeddings", "PositionalEncoding", "sinusoidal_table"]
+__all__ = [
+    "Decoder",
+    "DecoderLayer",
+    "Embeddings",
+    "Encoder",
+    "EncoderLayer",
+    "Generator",
+    "LabelSmoothingLoss",
+    "LayerNorm",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "PositionwiseFeedForward",
+    "SublayerConnection",
+    "check_attention_mask",
+    "check_mask",
+    "load_torch_attention",
+    "load_torch_decoder_layer",
+    "load_torch_encoder_layer",
+    "padding_mask",
+    "sample_next_token",
+    "scaled_dot_product_attention",
+    "sinusoidal_table",
+    "subsequent_mask",
+    "target_mask",
+]

@@ -1,0 +1,148 @@
+# This file is generated from book/07_cross_attention.ipynb by tools/export_package.py. Do not edit it by hand:
+# change the chapter, re-execute it, and run `python tools/export_package.py`.
+
+"""The decoder layer and the decoder stack (chapter 7, "Cross-attention").
+
+A decoder layer has three sublayers: masked self-attention over the target, cross-attention from the
+target to the encoder's output (the "memory"), and the position-wise feed-forward network.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book.feed_forward import PositionwiseFeedForward
+from transformer_book.masking import check_attention_mask
+from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.normalization import LayerNorm, SublayerConnection
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder's output (memory), then the FFN.
+
+    x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target, d_model).
+    ``target_mask`` broadcasts to (batch, target, target) and ``source_mask`` to (batch, target, source);
+    both are boolean, True = may attend. With ``need_weights`` the layer keeps its attention weights in
+    ``self_attention_weights`` (batch, heads, target, target) and ``cross_attention_weights``
+    (batch, heads, target, source). ``cache`` (step-by-step decoding, chapter 9) is
+    {"self": {}, "cross": {"static": True}}: the self-attention cache grows by the new positions at every
+    call, the cross-attention cache projects the memory once and reuses it.
+    """
+
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.d_model = d_model
+        self.self_attn = MultiHeadAttention(d_model, heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.sublayers = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
+        self.self_attention_weights: torch.Tensor | None = None
+        self.cross_attention_weights: torch.Tensor | None = None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        source_mask: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        cache: dict | None = None,
+    ) -> torch.Tensor:
+        if x.dim() != 3 or memory.dim() != 3 or x.size(0) != memory.size(0):
+            raise ValueError(
+                "x and memory must have shapes (batch, target, d_model) and (batch, source, d_model) with "
+                f"the same batch; got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
+            )
+        batch, target_len, source_len = x.size(0), x.size(1), memory.size(1)
+        self_cache = cache["self"] if cache is not None else None
+        cross_cache = cache["cross"] if cache is not None else None
+        cached = self_cache["key"].size(2) if self_cache is not None and "key" in self_cache else 0
+        if target_mask is not None:  # its keys: the positions cached so far, then the new ones
+            check_attention_mask(target_mask, batch, target_len, cached + target_len, "target_mask")
+        if source_mask is not None:
+            check_attention_mask(source_mask, batch, target_len, source_len, "source_mask")
+
+        def self_attend(normed: torch.Tensor) -> torch.Tensor:
+            output, self.self_attention_weights = self.self_attn(
+                normed, normed, normed, target_mask, need_weights, self_cache
+            )
+            return output  # (batch, target, d_model)
+
+        def cross_attend(normed: torch.Tensor) -> torch.Tensor:
+            # Queries from the decoder; keys and values from the encoder's output.
+            output, self.cross_attention_weights = self.cross_attn(
+                normed, memory, memory, source_mask, need_weights, cross_cache
+            )
+            return output  # (batch, target, d_model)
+
+        x = self.sublayers[0](x, self_attend)  # (batch, target, d_model)
+        x = self.sublayers[1](x, cross_attend)  # (batch, target, d_model)
+        return self.sublayers[2](x, self.feed_forward)  # (batch, target, d_model)
+
+
+class Decoder(nn.Module):
+    """A stack of num_layers copies of ``layer`` (independent weights), each attending to the same
+    memory, then a final layer norm (``final_norm=False`` leaves it out)."""
+
+    def __init__(self, layer: DecoderLayer, num_layers: int, final_norm: bool = True):
+        super().__init__()
+        if num_layers <= 0:
+            raise ValueError(f"num_layers must be positive; got num_layers={num_layers}")
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.norm = LayerNorm(layer.d_model) if final_norm else nn.Identity()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        source_mask: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        caches: list[dict] | None = None,
+    ) -> torch.Tensor:
+        """x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target, d_model)."""
+        if caches is not None and len(caches) != len(self.layers):
+            raise ValueError(f"need one cache per layer: {len(self.layers)} layers, got {len(caches)} caches")
+        for index, layer in enumerate(self.layers):
+            cache = caches[index] if caches is not None else None
+            x = layer(x, memory, source_mask, target_mask, need_weights, cache)  # (batch, target, d_model)
+        return self.norm(x)
+
+
+@torch.no_grad()
+def load_torch_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
+    """Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute the same function.
+
+    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff, norm placement,
+    activation (ours is ReLU) or layer-norm eps.
+    """
+    our_sizes = (ours.d_model, ours.self_attn.heads, ours.feed_forward.expand.out_features)
+    their_sizes = (theirs.self_attn.embed_dim, theirs.self_attn.num_heads, theirs.linear1.out_features)
+    if our_sizes != their_sizes:
+        raise ValueError(
+            "sizes differ: ours d_model={}, heads={}, d_ff={}; theirs d_model={}, nhead={}, dim_feedforward={}".format(
+                *our_sizes, *their_sizes
+            )
+        )
+    if ours.sublayers[0].norm_first != theirs.norm_first:
+        raise ValueError(
+            f"norm placement differs: ours norm_first={ours.sublayers[0].norm_first}, theirs norm_first={theirs.norm_first}"
+        )
+    if not (theirs.activation is F.relu or isinstance(theirs.activation, nn.ReLU)):
+        name = getattr(theirs.activation, "__name__", type(theirs.activation).__name__)
+        raise ValueError(f"ours uses ReLU; theirs uses activation={name}")
+    if ours.sublayers[0].norm.eps != theirs.norm1.eps:
+        raise ValueError(f"layer-norm eps differs: ours eps={ours.sublayers[0].norm.eps}, theirs eps={theirs.norm1.eps}")
+
+    load_torch_attention(ours.self_attn, theirs.self_attn)
+    load_torch_attention(ours.cross_attn, theirs.multihead_attn)
+    ours.feed_forward.expand.load_state_dict(theirs.linear1.state_dict())
+    ours.feed_forward.contract.load_state_dict(theirs.linear2.state_dict())
+    for sublayer, norm in zip(ours.sublayers, (theirs.norm1, theirs.norm2, theirs.norm3)):
+        sublayer.norm.gamma.copy_(norm.weight)
+        sublayer.norm.beta.copy_(norm.bias)
+    return ours
