@@ -4,9 +4,9 @@
     python tools/execute_notebooks.py book/01_positional_encoding.ipynb
 
 The stored outputs are what the book shows and what nbval compares, so a chapter is always committed
-straight from this script: never from a kernel that ran cells out of order. After executing, the
-script re-exports the package (tools/export_package.py) so notebook and package stay in step, and
-prints how long each chapter took.
+straight from this script: never from a kernel that ran cells out of order. Before executing, the
+script re-exports the package from the chapters' sources (tools/export_package.py), so a chapter runs
+against the package its predecessors define; it prints how long each chapter took.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
 
+    # Export first: the package is generated from the chapters' sources alone, and a chapter may import
+    # what an earlier chapter has just changed.
+    status = export_package.main([])
     for path in args.notebooks or export_package.chapter_notebooks():
         seconds = execute(path, args.timeout)
         print(f"{path}: executed in {seconds:.1f} s")
-    return export_package.main([])
+    return status
 
 
 if __name__ == "__main__":

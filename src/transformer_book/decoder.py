@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from transformer_book.encoder import check_torch_layer, copy_torch_feed_forward_and_norms
 from transformer_book.feed_forward import PositionwiseFeedForward
 from transformer_book.masking import check_attention_mask
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
@@ -120,29 +120,8 @@ def load_torch_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLa
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff, norm placement,
     activation (ours is ReLU) or layer-norm eps.
     """
-    our_sizes = (ours.d_model, ours.self_attn.heads, ours.feed_forward.expand.out_features)
-    their_sizes = (theirs.self_attn.embed_dim, theirs.self_attn.num_heads, theirs.linear1.out_features)
-    if our_sizes != their_sizes:
-        raise ValueError(
-            "sizes differ: ours d_model={}, heads={}, d_ff={}; theirs d_model={}, nhead={}, dim_feedforward={}".format(
-                *our_sizes, *their_sizes
-            )
-        )
-    if ours.sublayers[0].norm_first != theirs.norm_first:
-        raise ValueError(
-            f"norm placement differs: ours norm_first={ours.sublayers[0].norm_first}, theirs norm_first={theirs.norm_first}"
-        )
-    if not (theirs.activation is F.relu or isinstance(theirs.activation, nn.ReLU)):
-        name = getattr(theirs.activation, "__name__", type(theirs.activation).__name__)
-        raise ValueError(f"ours uses ReLU; theirs uses activation={name}")
-    if ours.sublayers[0].norm.eps != theirs.norm1.eps:
-        raise ValueError(f"layer-norm eps differs: ours eps={ours.sublayers[0].norm.eps}, theirs eps={theirs.norm1.eps}")
-
+    check_torch_layer(ours, theirs)  # chapter 5: same sizes, norm placement, ReLU and eps
     load_torch_attention(ours.self_attn, theirs.self_attn)
     load_torch_attention(ours.cross_attn, theirs.multihead_attn)
-    ours.feed_forward.expand.load_state_dict(theirs.linear1.state_dict())
-    ours.feed_forward.contract.load_state_dict(theirs.linear2.state_dict())
-    for sublayer, norm in zip(ours.sublayers, (theirs.norm1, theirs.norm2, theirs.norm3)):
-        sublayer.norm.gamma.copy_(norm.weight)
-        sublayer.norm.beta.copy_(norm.bias)
+    copy_torch_feed_forward_and_norms(ours, theirs)  # linear1, linear2 and norm1..norm3
     return ours

@@ -65,12 +65,10 @@ class Encoder(nn.Module):
         return self.norm(x)  # (batch, source, d_model)
 
 
-@torch.no_grad()
-def load_torch_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
-    """Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute the same function.
-
-    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff, norm placement,
-    activation (ours is ReLU) or layer-norm eps.
+def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
+    """Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer ``theirs``
+    computes the same function as our ``ours``: the same d_model, heads and d_ff, the same norm
+    placement, a ReLU, and the same layer-norm eps. Chapter 7's decoder loader reuses it.
     """
     our_sizes = (ours.self_attn.d_model, ours.self_attn.heads, ours.feed_forward.d_ff)
     their_sizes = (theirs.self_attn.embed_dim, theirs.self_attn.num_heads, theirs.linear1.out_features)
@@ -90,10 +88,26 @@ def load_torch_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLa
     if ours.sublayers[0].norm.eps != theirs.norm1.eps:
         raise ValueError(f"layer-norm eps differs: ours eps={ours.sublayers[0].norm.eps}, theirs eps={theirs.norm1.eps}")
 
-    load_torch_attention(ours.self_attn, theirs.self_attn)
+
+@torch.no_grad()
+def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> None:
+    """Copy ``linear1``/``linear2`` into our FFN and ``norm1``, ``norm2`` (, ``norm3``) into our sublayers' norms."""
     ours.feed_forward.expand.load_state_dict(theirs.linear1.state_dict())
     ours.feed_forward.contract.load_state_dict(theirs.linear2.state_dict())
-    for sublayer, norm in zip(ours.sublayers, (theirs.norm1, theirs.norm2)):
-        sublayer.norm.gamma.copy_(norm.weight)
-        sublayer.norm.beta.copy_(norm.bias)
+    for index, sublayer in enumerate(ours.sublayers, start=1):
+        their_norm = getattr(theirs, f"norm{index}")
+        sublayer.norm.gamma.copy_(their_norm.weight)
+        sublayer.norm.beta.copy_(their_norm.bias)
+
+
+@torch.no_grad()
+def load_torch_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
+    """Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute the same function.
+
+    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff, norm placement,
+    activation (ours is ReLU) or layer-norm eps.
+    """
+    check_torch_layer(ours, theirs)
+    load_torch_attention(ours.self_attn, theirs.self_attn)
+    copy_torch_feed_forward_and_norms(ours, theirs)
     return ours
