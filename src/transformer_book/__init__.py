@@ -11,6 +11,17 @@ from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_l
 from transformer_book.feed_forward import PositionwiseFeedForward
 from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
 from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
+from transformer_book.model import (
+    EmbeddingWithPositions,
+    Transformer,
+    beam_search,
+    greedy_decode,
+    load_torch_transformer,
+    make_model,
+    sequence_log_prob,
+    sequence_loss,
+    warmup_rate,
+)
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
@@ -18,6 +29,7 @@ from transformer_book.positional import Embeddings, PositionalEncoding, sinusoid
 __all__ = [
     "Decoder",
     "DecoderLayer",
+    "EmbeddingWithPositions",
     "Embeddings",
     "Encoder",
     "EncoderLayer",
@@ -28,15 +40,23 @@ __all__ = [
     "PositionalEncoding",
     "PositionwiseFeedForward",
     "SublayerConnection",
+    "Transformer",
+    "beam_search",
     "check_attention_mask",
     "check_mask",
+    "greedy_decode",
     "load_torch_attention",
     "load_torch_decoder_layer",
     "load_torch_encoder_layer",
+    "load_torch_transformer",
+    "make_model",
     "padding_mask",
     "sample_next_token",
     "scaled_dot_product_attention",
+    "sequence_log_prob",
+    "sequence_loss",
     "sinusoidal_table",
     "subsequent_mask",
     "target_mask",
+    "warmup_rate",
 ]

@@ -1,0 +1,137 @@
+"""Training throughput of the book's Transformer against torch.nn.Transformer, on the CPU.
+
+    .venv/bin/python scripts/benchmark_training.py [--steps 30] [--threads 2] [--d-model 128] ...
+
+Both models get the same configuration (d_model, heads, layers, d_ff, dropout, post-norm, final
+norms in both stacks), the same embeddings + positional encoding and generator (the book's), the same
+loss (label smoothing) and optimizer (Adam), and the same random token batches with padding. Training
+steps alternate between the two models, so a machine that slows down mid-run slows both alike. The
+script prints the median tokens per second of each (source + target tokens per step / step time)
+and their ratio. A benchmark, not a test: the figures depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from transformer_book import Generator, LabelSmoothingLoss, padding_mask, subsequent_mask
+from transformer_book.model import EmbeddingWithPositions, make_model, sequence_loss
+
+PAD, START = 0, 1
+
+
+class TorchTransformer(nn.Module):
+    """nn.Transformer between the book's embeddings and generator, with the book's calling convention.
+
+    Our masks say True = may attend; PyTorch's boolean masks say True = may NOT attend, so they are
+    inverted here.
+    """
+
+    def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.source_embed = EmbeddingWithPositions(vocab, d_model, dropout)
+        self.target_embed = EmbeddingWithPositions(vocab, d_model, dropout)
+        self.transformer = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
+        self.generator = Generator(d_model, vocab)
+
+    def forward(self, source, target, source_mask, target_mask):
+        source_padding = ~source_mask[:, 0]  # (batch, source): True at padding
+        hidden = self.transformer(
+            self.source_embed(source),
+            self.target_embed(target),
+            tgt_mask=~target_mask[0],  # (target, target): True above the diagonal
+            src_key_padding_mask=source_padding,
+            tgt_key_padding_mask=(target == PAD),
+            memory_key_padding_mask=source_padding,
+        )
+        return hidden  # (batch, target, d_model)
+
+
+def torch_sequence_loss(model: TorchTransformer, source, target, loss_fn):
+    decoder_input, labels = target[:, :-1], target[:, 1:]
+    hidden = model(source, decoder_input, padding_mask(source, PAD), subsequent_mask(decoder_input.size(1)))
+    log_probs = model.generator(hidden)
+    return loss_fn(log_probs.reshape(-1, log_probs.size(-1)), labels.reshape(-1))
+
+
+def random_batch(batch: int, length: int, vocab: int, generator: torch.Generator):
+    """Random token sequences with a random amount of padding at the end (at least half is real)."""
+    source = torch.randint(3, vocab, (batch, length), generator=generator)
+    target = torch.randint(3, vocab, (batch, length + 1), generator=generator)
+    target[:, 0] = START
+    for tokens in (source, target):
+        real = torch.randint(length // 2, tokens.size(1) + 1, (batch, 1), generator=generator)
+        tokens.masked_fill_(torch.arange(tokens.size(1)) >= real, PAD)
+    return source, target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--d-ff", type=int, default=512)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--vocab", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--length", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model first")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    torch.manual_seed(0)
+    ours = make_model(args.vocab, args.vocab, args.layers, args.d_model, args.d_ff, args.heads, args.dropout,
+                      final_norm=True)  # nn.Transformer always ends both stacks with a layer norm
+    theirs = TorchTransformer(args.vocab, args.d_model, args.heads, args.layers, args.d_ff, args.dropout)
+    loss_fn = LabelSmoothingLoss(args.vocab, PAD, 0.1)
+    runners = {
+        "ours": (ours, lambda source, target: sequence_loss(ours, source, target, PAD, loss_fn)),
+        "nn.Transformer": (theirs, lambda source, target: torch_sequence_loss(theirs, source, target, loss_fn)),
+    }
+    optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-4) for name, (model, _) in runners.items()}
+    counts = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in runners.items()}
+    print(f"threads {torch.get_num_threads()}, d_model {args.d_model}, heads {args.heads}, layers {args.layers}+"
+          f"{args.layers}, d_ff {args.d_ff}, batch {args.batch}, length {args.length}, vocab {args.vocab}")
+    print("parameters: " + ", ".join(f"{name} {count:,}" for name, count in counts.items()))
+
+    generator = torch.Generator().manual_seed(0)
+    seconds = {name: [] for name in runners}
+    tokens = {name: [] for name in runners}
+    for step in range(args.warmup + args.steps):
+        source, target = random_batch(args.batch, args.length, args.vocab, generator)
+        real_tokens = int((source != PAD).sum() + (target[:, 1:] != PAD).sum())
+        order = list(runners) if step % 2 == 0 else list(reversed(runners))  # alternate who goes first
+        for name in order:
+            model, loss_of = runners[name]
+            model.train()
+            started = time.perf_counter()
+            loss = loss_of(source, target)
+            optimizers[name].zero_grad()
+            loss.backward()
+            optimizers[name].step()
+            elapsed = time.perf_counter() - started
+            if step >= args.warmup:
+                seconds[name].append(elapsed)
+                tokens[name].append(real_tokens)
+
+    throughput = {
+        name: statistics.median(count / time_taken for count, time_taken in zip(tokens[name], seconds[name]))
+        for name in runners
+    }
+    for name in runners:
+        print(f"{name:15s} median step {1000 * statistics.median(seconds[name]):7.1f} ms   "
+              f"{throughput[name]:9.0f} tokens/s")
+    print(f"ours / nn.Transformer: {throughput['ours'] / throughput['nn.Transformer']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
