@@ -1,7 +1,6 @@
 """The package modules are exactly the cells their chapters export (tools/export_package.py)."""
 
 import json
-import shutil
 
 import export_package
 
