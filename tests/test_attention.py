@@ -1,6 +1,7 @@
 """Unit tests of transformer_book.attention (chapter 2)."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -176,3 +177,28 @@ def test_masks_that_do_not_broadcast_to_the_scores_are_named(shape):
 def test_check_mask_accepts_broadcastable_masks():
     for shape in [(7,), (5, 7), (1, 7), (2, 1, 7), (2, 5, 7)]:
         check_mask(torch.ones(shape, dtype=torch.bool), torch.Size((2, 5, 7)))
+
+
+def test_non_tensor_arguments_are_refused_by_name():
+    query = torch.randn(2, 3, 4)
+    with pytest.raises(TypeError, match=r"key must be a torch\.Tensor; got list"):
+        scaled_dot_product_attention(query, query.tolist(), query)
+    with pytest.raises(TypeError, match=r"mask must be a torch\.Tensor; got list"):
+        scaled_dot_product_attention(query, query, query, mask=[[True] * 3] * 3)
+
+
+def test_keys_and_values_must_have_the_queries_dtype():
+    query = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"value has dtype torch\.float64, not torch\.float32 like the query"):
+        scaled_dot_product_attention(query, query, query.double())
+    with pytest.raises(ValueError, match=r"query must be a floating-point tensor; got dtype torch\.int64"):
+        scaled_dot_product_attention(query.long(), query, query)
+
+
+@pytest.mark.parametrize(("queries", "keys"), [(0, 4), (3, 0), (0, 0)])
+def test_empty_sequences_do_not_warn(queries, keys):
+    query, key = torch.randn(2, queries, 4), torch.randn(2, keys, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        output, weights = scaled_dot_product_attention(query, key, key, torch.ones(2, 1, keys, dtype=torch.bool))
+    assert output.shape == (2, queries, 4) and weights.shape == (2, queries, keys)

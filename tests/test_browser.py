@@ -5,6 +5,13 @@ on 127.0.0.1 only, and every request for anything else is refused and reported: 
 a network. A page fails if it logs a JavaScript error, if it asks for an outside URL, if one of its
 Altair charts did not draw (Vega renders an ``svg`` or ``canvas`` with class ``marks``), if it shows
 fewer charts than its notebook's stored outputs hold, or if its maths did not typeset.
+
+Every page is opened twice: at a laptop width (1280 px) in the light theme, and at a phone width
+(390 px) in the dark theme (layout does not depend on the theme, so one visit checks both). The layout checks: no page pans sideways (the document is no wider than the window), no chart
+is wider than the page's column, at 1280 px no code box is cut (a ``pre`` whose content is wider than
+its box: the notebooks' 88-character lines must fit), every chapter shows at least one diagram (an
+element whose aria-label starts with "Diagram:", which Vega writes from a chart's description), and
+code hidden with the ``hide-input`` tag is collapsed. In the dark theme every chart must still draw.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+WIDTHS = {"laptop": 1280, "phone": 390}
+# The phone view also uses the dark theme: layout does not depend on the theme, so one visit checks both.
+VIEWS = [("laptop", "light"), ("phone", "dark")]
 PAGES = sorted(path.relative_to(SITE).as_posix() for path in SITE.rglob("*.html") if "_static" not in path.parts) if SITE.exists() else []
 
 
@@ -87,9 +97,52 @@ def test_every_page_is_tested():
     assert "book/01_positional_encoding.html" in PAGES, f"the built book is missing or incomplete: {PAGES}"
 
 
+def is_chapter(page: str) -> bool:
+    return re.fullmatch(r"book/\d\d_[a-z0-9_]+\.html", page) is not None
+
+
+LAYOUT_PROBLEMS = """(checkCode) => {
+  const problems = [];
+  const viewport = document.documentElement.clientWidth;
+  const pageWidth = document.documentElement.scrollWidth;
+  if (pageWidth > viewport + 1) {
+    const culprits = [...document.querySelectorAll("body *")]
+      .filter(e => e.getBoundingClientRect().right > viewport + 1 && !e.closest("pre, .vega-embed, table, div.math") && !(e.parentElement && e.parentElement.getBoundingClientRect().right > viewport + 1))
+      .slice(0, 3).map(e => e.tagName.toLowerCase() + "." + [...e.classList].join("."));
+    problems.push(`the page pans sideways: ${pageWidth} px wide in a ${viewport} px window (${culprits})`);
+  }
+  const article = document.querySelector(".bd-article") || document.body;
+  const column = article.getBoundingClientRect();
+  document.querySelectorAll("div[id^='altair-viz-']").forEach((chart, index) => {
+    const drawn = chart.querySelector("svg.marks, canvas.marks");
+    const box = (drawn || chart).getBoundingClientRect();
+    if (box.right > column.right + 1 || box.width > column.width + 1) {
+      problems.push(`chart ${index + 1} is ${Math.round(box.width)} px wide, its column ${Math.round(column.width)} px`);
+    }
+  });
+  if (checkCode) {
+    article.querySelectorAll("pre").forEach(pre => {
+      if (pre.scrollWidth > pre.clientWidth + 1) {
+        const line = [...pre.innerText.split("\\n")].sort((a, b) => b.length - a.length)[0] || "";
+        problems.push(`a code box is cut (${pre.scrollWidth} > ${pre.clientWidth} px): "${line.trim().slice(0, 60)}..."`);
+      }
+    });
+  }
+  article.querySelectorAll(".cell.tag_hide-input").forEach(cell => {
+    const details = cell.querySelector("details.hide");
+    if (!details || details.open) problems.push("a hide-input cell's code is not collapsed");
+  });
+  return problems;
+}"""
+
+
+@pytest.mark.parametrize(("device", "theme"), VIEWS, ids=[f"{d}-{t}" for d, t in VIEWS])
 @pytest.mark.parametrize("page", PAGES)
-def test_page_renders_offline(server, browser, page):
-    context = browser.new_context()
+def test_page_renders_offline(server, browser, page, device, theme):
+    width = WIDTHS[device]
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    if theme == "dark":  # pydata-sphinx-theme reads the reader's choice from localStorage
+        context.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
     outside_requests: list[str] = []
     errors: list[str] = []
 
@@ -134,7 +187,15 @@ def test_page_renders_offline(server, browser, page):
         assert tab.locator("mjx-container").count() >= tab.locator(".math").count(), "maths did not typeset"
         assert tab.locator("mjx-merror").count() == 0, f"MathJax errors: {tab.locator('mjx-merror').all_inner_texts()}"
 
+    problems = tab.evaluate(LAYOUT_PROBLEMS, width >= 1280)
+    diagrams = tab.locator("[aria-label^='Diagram:']").count()
+    dark = tab.evaluate("() => document.documentElement.dataset.theme")
     context.close()
+    if theme == "dark":
+        assert dark == "dark", f"{page}: the dark theme did not apply (data-theme={dark!r})"
+    if is_chapter(page) and not diagrams:
+        problems.insert(0, "no diagram (no element whose aria-label starts with 'Diagram:')")
+    assert not problems, f"{page} at {width} px: " + "; ".join(problems)
     assert not outside_requests, f"{page} asked for outside URLs: {outside_requests}"
     assert not errors, f"{page} logged errors: {errors}"
     assert not failed, f"{page}: charts failed to render: {failed}"

@@ -107,12 +107,33 @@ def test_outputs_hold_no_memory_addresses_or_local_paths(notebook):
         assert str(REPO_ROOT) not in text and "/tmp/" not in text
 
 
+def printed(cell) -> str:
+    texts = (output.get("text", "") for output in cell.get("outputs", []) if output["output_type"] == "stream")
+    return "".join(text if isinstance(text, str) else "".join(text) for text in texts)
+
+
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
-def test_has_exercises_with_checked_solutions(notebook):
+def test_has_exercises_the_reader_attempts_and_checked_solutions(notebook):
+    """At least three exercises: a stub tagged `exercise` whose check says "Not attempted yet", and a
+    collapsed solution tagged `solution` whose check says "Correct"; plus a conceptual question with a
+    collapsed answer."""
     markdown = "\n".join(source(cell) for cell in cells(notebook) if cell["cell_type"] == "markdown")
     assert "## Exercises" in markdown
-    solutions = [cell for cell in code_cells(notebook) if "hide-input" in cell["metadata"].get("tags", [])]
-    assert len(solutions) >= 2 and all("assert " in source(cell) for cell in solutions)
+    code = code_cells(notebook)
+    tags = [set(cell["metadata"].get("tags", [])) for cell in code]
+    stubs = [index for index, cell_tags in enumerate(tags) if "exercise" in cell_tags]
+    solutions = [index for index, cell_tags in enumerate(tags) if "solution" in cell_tags]
+    assert len(stubs) >= 3, f"{len(stubs)} cells tagged `exercise`, expected at least 3"
+    assert len(solutions) >= len(stubs), "every exercise needs a solution cell tagged `solution`"
+    for index in stubs:
+        # The stub, run as is, is checked in its own cell or the next one: "not attempted", no error.
+        checked = printed(code[index]) + (printed(code[index + 1]) if index + 1 < len(code) else "")
+        assert "Not attempted yet" in checked, f"stub without its check:\n{source(code[index])[:200]}"
+    for index in solutions:
+        assert "hide-input" in tags[index], "a solution cell must be collapsed (tag `hide-input`)"
+        assert "Correct" in printed(code[index]), f"solution does not pass:\n{source(code[index])[:200]}"
+    assert re.search(r":class: dropdown|\{dropdown\}", markdown), "no conceptual question with a collapsed answer"
+    assert "## 中文小结" in markdown
 
 
 def test_model_package_does_not_import_plotting_or_notebook_code():

@@ -1,6 +1,7 @@
 """Unit tests of transformer_book.decoder (chapter 7: the decoder layer, the decoder stack, cross-attention)."""
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -211,7 +212,7 @@ def test_a_step_mask_must_cover_the_cached_positions():
     with torch.no_grad():
         decoder(x[:, :2], memory, None, subsequent_mask(2), caches=caches)
         decoder(x[:, 2:3], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)  # 2 cached + 1
-        with pytest.raises(ValueError, match=re.escape("target_mask of shape (1, 1, 3)") + r".*\(3, 1, 4\)"):
+        with pytest.raises(ValueError, match=re.escape("mask of shape (1, 1, 3)") + r".*\(3, 1, 4\)"):
             decoder(x[:, 3:4], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)
 
 
@@ -225,19 +226,20 @@ def test_wrong_number_of_caches_is_refused():
 # --- bad input --------------------------------------------------------------------------------------
 
 
-def test_swapped_masks_are_refused_by_name():
+def test_swapped_masks_are_refused_naming_the_shapes():
+    # The self-attention, whose keys are the 5 target positions, receives the 7-key source mask.
     x, memory, source, target = batch()
     decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF), 1)
-    with pytest.raises(ValueError, match=re.escape("target_mask of shape (3, 1, 7)") + r".*\(3, 5, 5\)"):
+    with pytest.raises(ValueError, match=re.escape("mask of shape (3, 1, 7)") + r".*\(3, 5, 5\)"):
         decoder(x, memory, target_mask(target, PAD), padding_mask(source, PAD))
 
 
 @pytest.mark.parametrize("name", ["source_mask", "target_mask"])
-def test_float_masks_are_refused_by_name(name):
+def test_float_masks_are_refused(name):
     x, memory, source, target = batch()
     masks = {"source_mask": padding_mask(source, PAD), "target_mask": target_mask(target, PAD)}
     masks[name] = masks[name].float()
-    with pytest.raises(ValueError, match=rf"{name} must be boolean.*torch.float32"):
+    with pytest.raises(ValueError, match=r"mask must be boolean.*torch.float32"):
         DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, **masks)
 
 
@@ -283,3 +285,63 @@ def test_dropout_only_in_training():
         assert torch.equal(decoder(x, memory), decoder(x, memory))
         decoder.train()
         assert not torch.allclose(decoder(x, memory), decoder(x, memory))
+
+
+def test_the_decoder_leaves_the_mask_check_to_the_attention(monkeypatch):
+    # One check per mask: the decoder layer calls none itself; each attention checks its own mask once.
+    from transformer_book import decoder, multihead
+
+    assert not hasattr(decoder, "check_attention_mask")
+    calls = []
+    original = multihead.check_attention_mask
+
+    def counted(*args, **kwargs):
+        calls.append(args[1:4])  # (batch, queries, keys)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(multihead, "check_attention_mask", counted)
+    x, memory, source, target = batch()
+    DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
+    assert calls == [(3, 5, 5), (3, 5, 7)]  # self-attention (target keys), then cross-attention (source keys)
+
+
+def test_a_batch_keys_source_mask_is_refused_with_the_fix():
+    x, memory, source, target = batch(target_len=3, source_len=3)  # batch 3 == target length 3
+    with pytest.raises(ValueError, match=re.escape("got shape (3, 3)") + ".*" + re.escape("mask.unsqueeze(1)")):
+        DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, source != PAD)
+
+
+@pytest.mark.parametrize("norm", ["norm1", "norm2", "norm3"])
+def test_loading_checks_the_eps_of_every_norm(norm):
+    theirs = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, batch_first=True)
+    getattr(theirs, norm).eps = 1e-6
+    with pytest.raises(ValueError, match=rf"eps differs in {norm}: ours eps=1e-05, theirs eps=1e-06"):
+        load_torch_decoder_layer(DecoderLayer(D_MODEL, HEADS, D_FF), theirs)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 3])
+def test_dropout_outside_0_1_is_refused(dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
+        DecoderLayer(D_MODEL, HEADS, D_FF, dropout=dropout)
+
+
+def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
+    x, memory, _, _ = batch()
+    layer = DecoderLayer(D_MODEL, HEADS, D_FF)
+    with pytest.raises(TypeError, match=r"memory must be a torch\.Tensor; got list"):
+        layer(x, memory.tolist())
+    with pytest.raises(ValueError, match=r"x must be a floating-point tensor; got dtype torch\.int64"):
+        layer(x.long(), memory)
+    with pytest.raises(ValueError, match=r"has dtype torch\.float64, not torch\.float32 like the module's parameters"):
+        layer(x.double(), memory.double())
+
+
+@pytest.mark.parametrize(("batch_size", "target_len", "source_len"), [(0, 5, 7), (3, 0, 7), (3, 5, 0)])
+def test_empty_batches_and_sequences_do_not_warn(batch_size, target_len, source_len):
+    decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF), 2).eval()
+    x, memory = torch.randn(batch_size, target_len, D_MODEL), torch.randn(batch_size, source_len, D_MODEL)
+    source_mask = torch.ones(batch_size, 1, source_len, dtype=torch.bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        output = decoder(x, memory, source_mask, subsequent_mask(target_len))
+    assert output.shape == (batch_size, target_len, D_MODEL)

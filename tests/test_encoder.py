@@ -185,3 +185,48 @@ def test_loading_a_different_layer_is_refused_naming_both_values(theirs_kwargs, 
     theirs = nn.TransformerEncoderLayer(**kwargs)
     with pytest.raises(ValueError, match=message):
         load_torch_encoder_layer(EncoderLayer(D_MODEL, HEADS, D_FF), theirs)
+
+
+@pytest.mark.parametrize("norm", ["norm1", "norm2"])
+def test_loading_checks_the_eps_of_every_norm(norm):
+    theirs = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True)
+    getattr(theirs, norm).eps = 1e-6  # one norm changed after construction
+    with pytest.raises(ValueError, match=rf"eps differs in {norm}: ours eps=1e-05, theirs eps=1e-06"):
+        load_torch_encoder_layer(EncoderLayer(D_MODEL, HEADS, D_FF), theirs)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 2.5])
+def test_dropout_outside_0_1_is_refused(dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
+        EncoderLayer(D_MODEL, HEADS, D_FF, dropout=dropout)
+
+
+def test_a_batch_keys_padding_mask_is_refused_even_when_batch_equals_seq():
+    # The bug this rule removes: (batch, keys) read as (queries, keys) when batch == seq, silently.
+    encoder = Encoder(EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0), 2).eval()
+    x = torch.randn(4, 4, D_MODEL)
+    keep = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"got shape \(4, 4\).*mask\.unsqueeze\(1\)"):
+        encoder(x, keep)
+    right = encoder(x, keep.unsqueeze(1))  # (batch, 1, keys)
+    misread = encoder(x, keep.unsqueeze(0))  # what broadcasting made of it: (1, queries, keys)
+    assert not torch.allclose(right, misread, atol=1e-4)
+
+
+def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
+    layer = EncoderLayer(D_MODEL, HEADS, D_FF)
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
+        layer([[[0.0] * D_MODEL]])
+    with pytest.raises(ValueError, match=r"x must be a floating-point tensor; got dtype torch\.int64"):
+        layer(torch.ones(2, 3, D_MODEL, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"has dtype torch\.float64, not torch\.float32 like the module's parameters"):
+        layer(torch.ones(2, 3, D_MODEL, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("shape", [(0, 5, D_MODEL), (2, 0, D_MODEL)])
+def test_empty_batches_and_sequences_do_not_warn(shape):
+    encoder = Encoder(EncoderLayer(D_MODEL, HEADS, D_FF), 2).eval()
+    mask = torch.ones(shape[0], 1, shape[1], dtype=torch.bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert encoder(torch.randn(shape), mask).shape == shape

@@ -1,5 +1,7 @@
 """Unit tests of transformer_book.feed_forward (chapter 5, "Position-wise feed-forward network")."""
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -78,7 +80,8 @@ def test_relu_zeroes_negative_hidden_units():
 
 
 def test_dropout_acts_on_the_hidden_units_in_training_only():
-    ffn = PositionwiseFeedForward(8, 16, dropout=1.0)
+    ffn = PositionwiseFeedForward(8, 16)
+    ffn.dropout.p = 1.0  # past the constructor's check, which refuses 1: drop every hidden unit
     x = torch.randn(4, 8)
     ffn.train()
     assert torch.equal(ffn(x), ffn.contract.bias.expand(4, 8))  # every hidden unit dropped
@@ -117,3 +120,26 @@ def test_nonpositive_sizes_are_refused_by_name(d_model, d_ff):
 def test_wrong_feature_size_names_d_model_and_the_shape():
     with pytest.raises(ValueError, match=r"d_model=8.*\(2, 5, 6\)"):
         PositionwiseFeedForward(8, 16)(torch.zeros(2, 5, 6))
+
+
+@pytest.mark.parametrize("dropout", [-0.5, 1.0, 2])
+def test_dropout_outside_0_1_is_refused(dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
+        PositionwiseFeedForward(8, 16, dropout=dropout)
+
+
+def test_inputs_that_are_not_float_tensors_of_the_weights_dtype_are_refused():
+    ffn = PositionwiseFeedForward(8, 16)
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
+        ffn([[0.0] * 8])
+    with pytest.raises(ValueError, match=r"x must be a floating-point tensor; got dtype torch\.int64"):
+        ffn(torch.ones(2, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"x has dtype torch\.float16, not torch\.float32 like the module's parameters"):
+        ffn(torch.ones(2, 8, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 8), (2, 0, 8)])
+def test_empty_batches_and_sequences_do_not_warn(shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert PositionwiseFeedForward(8, 16)(torch.randn(shape)).shape == shape

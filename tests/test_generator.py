@@ -2,6 +2,7 @@
 
 import math
 import re
+import warnings
 
 import pytest
 import torch
@@ -279,5 +280,30 @@ def test_shape_mismatches_are_refused_naming_both_shapes():
 def test_out_of_range_targets_are_refused_naming_the_values():
     log_probs, targets = random_batch()
     targets[0] = 9
-    with pytest.raises(ValueError, match=re.escape("[0, 9); got values from 0 to 9")):
+    with pytest.raises(ValueError, match=re.escape("targets must be token ids in [0, vocab_size=9); got values from 0 to 9")):
         LabelSmoothingLoss(9, PAD)(log_probs, targets)
+
+
+def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
+    generator = Generator(16, 11)
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
+        generator([[0.0] * 16])
+    with pytest.raises(ValueError, match=r"x has dtype torch\.float64, not torch\.float32 like the module's parameters"):
+        generator(torch.zeros(2, 16, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"logits must be a floating-point tensor; got dtype torch\.int64"):
+        sample_next_token(torch.ones(2, 11, dtype=torch.long))
+    loss = LabelSmoothingLoss(9, PAD)
+    log_probs, targets = random_batch()
+    with pytest.raises(TypeError, match=r"targets must be a torch\.Tensor; got list"):
+        loss(log_probs, targets.tolist())
+    with pytest.raises(ValueError, match=r"targets must be integer token ids; got dtype torch\.float32"):
+        loss(log_probs, targets.float())
+
+
+def test_empty_batches_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Generator(16, 11)(torch.randn(0, 5, 16)).shape == (0, 5, 11)
+        assert sample_next_token(torch.randn(0, 11), temperature=0.7).shape == (0,)
+        loss = LabelSmoothingLoss(9, PAD)(torch.randn(0, 9).log_softmax(-1), torch.zeros(0, dtype=torch.long))
+    assert loss.item() == 0.0

@@ -1,6 +1,7 @@
 """Unit tests of transformer_book.masking (chapter 6: padding, look-ahead and target masks)."""
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -81,10 +82,23 @@ def test_subsequent_mask_matches_the_annotated_transformer_and_nn_transformer():
     assert torch.equal(subsequent_mask(9)[0], generated == 0)
 
 
-@pytest.mark.parametrize("size", [0, -3])
-def test_subsequent_mask_refuses_nonpositive_sizes(size):
+@pytest.mark.parametrize("size", [-1, -3])
+def test_subsequent_mask_refuses_negative_sizes(size):
     with pytest.raises(ValueError, match=f"size={size}"):
         subsequent_mask(size)
+
+
+def test_empty_sequences_get_empty_masks_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert subsequent_mask(0).shape == (1, 0, 0)
+        assert target_mask(torch.zeros(2, 0, dtype=torch.long), 0).shape == (2, 0, 0)
+        assert padding_mask(torch.zeros(0, 4, dtype=torch.long), 0).shape == (0, 1, 4)
+
+
+def test_padding_mask_refuses_non_tensors():
+    with pytest.raises(TypeError, match=r"tokens must be a torch\.Tensor; got list"):
+        padding_mask([[1, 2, 0]], 0)
 
 
 def test_subsequent_mask_is_built_on_the_requested_device():
@@ -133,11 +147,32 @@ def test_check_refuses_non_boolean_masks_naming_the_dtype(dtype):
         check_attention_mask(torch.ones(2, 4, 4, dtype=dtype), 2, 4, 4, "target_mask")
 
 
-@pytest.mark.parametrize("shape", [(2, 5), (4, 5), (3, 4, 5), (2, 4, 4), (2, 1, 4), (5,), (1, 2, 1, 4, 5)])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 4, 4), (2, 1, 4), (2, 3, 4, 4)])
 def test_check_refuses_wrong_shapes_naming_both(shape):
-    pattern = re.escape(f"source_mask of shape {tuple(shape)} does not broadcast to ") + r".* = \(2, 4, 5\)"
+    pattern = re.escape(f"source_mask of shape {tuple(shape)} does not broadcast to ") + r".* = \(2, (3, )?4, 5\)"
     with pytest.raises(ValueError, match=pattern):
         check_attention_mask(torch.ones(shape, dtype=torch.bool), 2, 4, 5, "source_mask")
+
+
+@pytest.mark.parametrize("shape", [(2, 5), (4, 5), (5,), (1, 2, 1, 4, 5)])
+def test_check_refuses_masks_without_3_or_4_axes_and_says_how_to_fix_them(shape):
+    pattern = (re.escape("source_mask must have 3 or 4 axes") + ".*"
+               + re.escape(f"got shape {tuple(shape)}. ") + ".*" + re.escape("source_mask.unsqueeze(1)"))
+    with pytest.raises(ValueError, match=pattern):
+        check_attention_mask(torch.ones(shape, dtype=torch.bool), 2, 4, 5, "source_mask")
+
+
+def test_the_check_is_chapter_3s_and_the_encoder_refuses_a_batch_keys_mask():
+    # One rule, in one place: masking re-exports chapter 3's check, and the encoder relies on it.
+    from transformer_book import multihead
+
+    assert check_attention_mask is multihead.check_attention_mask
+    layer = EncoderLayer(16, heads=2, d_ff=32, dropout=0.0).eval()
+    tokens = torch.tensor([[4, 5, 0, 0], [6, 7, 8, 0], [3, 0, 0, 0], [9, 9, 9, 9]])  # batch 4 == seq 4
+    states = torch.randn(4, 4, 16)
+    with pytest.raises(ValueError, match=re.escape("got shape (4, 4)") + ".*" + re.escape("mask.unsqueeze(1)")):
+        layer(states, tokens != 0)
+    assert layer(states, padding_mask(tokens, 0)).shape == (4, 4, 16)
 
 
 # --- the conventions agree --------------------------------------------------------------------------

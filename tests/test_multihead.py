@@ -1,5 +1,7 @@
 """Unit tests of transformer_book.multihead (chapter 3)."""
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -76,7 +78,7 @@ def test_attention_mask_and_both_masks_match_torch():
     key_padding = torch.zeros(3, 6, dtype=torch.bool)
     key_padding[0, 5:] = True
     expected, _ = theirs(query, query, query, attn_mask=future)
-    assert torch.allclose(ours(query, query, query, mask=~future)[0], expected, atol=1e-5)
+    assert torch.allclose(ours(query, query, query, mask=~future.unsqueeze(0))[0], expected, atol=1e-5)
     expected, expected_weights = theirs(query, query, query, attn_mask=future, key_padding_mask=key_padding,
                                         average_attn_weights=False)
     our_mask = ~future & ~key_padding[:, None, :]  # (batch, queries, keys)
@@ -85,7 +87,7 @@ def test_attention_mask_and_both_masks_match_torch():
     assert torch.allclose(weights, expected_weights, atol=1e-6)
 
 
-@pytest.mark.parametrize("mask_shape", [(7,), (5, 7), (3, 1, 7), (3, 5, 7), (3, 4, 5, 7), (3, 1, 1, 7)])
+@pytest.mark.parametrize("mask_shape", [(1, 1, 7), (1, 5, 7), (3, 1, 7), (3, 5, 7), (3, 4, 5, 7), (3, 1, 1, 7)])
 def test_explicit_and_fused_paths_agree_for_every_mask_layout(mask_shape):
     layer = MultiHeadAttention(32, 4).eval()
     query, memory = inputs()
@@ -149,7 +151,7 @@ def test_scale_is_used_on_both_paths():
 def test_self_attention_cache_reproduces_the_full_causal_computation():
     layer = MultiHeadAttention(32, 4).eval()
     sequence, _ = inputs(queries=6)
-    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    causal = torch.ones(1, 6, 6, dtype=torch.bool).tril()
     full, _ = layer(sequence, sequence, sequence, mask=causal)
     cache = {}
     steps = [layer(sequence[:, t : t + 1], sequence[:, t : t + 1], sequence[:, t : t + 1], cache=cache)[0] for t in range(6)]
@@ -216,7 +218,7 @@ def test_mismatched_batches_and_key_value_lengths_are_named():
 
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize(("shape", "scores"), [((3, 5, 6), r"\(3, 5, 7\)"), ((2, 1, 7), r"\(3, 5, 7\)"),
-                                               ((3, 2, 5, 7), r"\(3, 4, 5, 7\)"), ((1, 3, 1, 5, 7), r"\(3, 4, 5, 7\)")])
+                                               ((3, 2, 5, 7), r"\(3, 4, 5, 7\)"), ((1, 1, 5, 8), r"\(3, 4, 5, 7\)")])
 def test_masks_that_do_not_broadcast_are_named(shape, scores, need_weights):
     layer = MultiHeadAttention(32, 4)
     query, memory = inputs()
@@ -253,3 +255,74 @@ def test_heads_are_chapter_2_attention_on_slices_of_the_projections():
     for i, (_, head_weights) in enumerate(heads):
         assert torch.allclose(weights[:, i], head_weights, atol=1e-6)
     assert torch.allclose(output, layer.output_proj(torch.cat([z for z, _ in heads], dim=-1)), atol=1e-5)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("shape", [(7,), (5, 7), (3, 7), (1, 3, 1, 5, 7)])
+def test_masks_need_3_or_4_axes(shape, need_weights):
+    layer = MultiHeadAttention(32, 4)
+    query, memory = inputs()
+    pattern = (r"mask must have 3 or 4 axes.*here \(3, 1, 7\), \(3, 5, 7\) or \(3, 4, 5, 7\); got shape \("
+               + ", ".join(map(str, shape)) + r",?\)\. .*mask\.unsqueeze\(1\)")
+    with pytest.raises(ValueError, match=pattern):
+        layer(query, memory, memory, mask=torch.ones(shape, dtype=torch.bool), need_weights=need_weights)
+
+
+def test_a_batch_keys_padding_mask_is_refused_even_when_batch_equals_queries():
+    # With batch == queries, broadcasting would read a (batch, keys) mask as (queries, keys), silently.
+    layer = MultiHeadAttention(32, 4).eval()
+    query, memory = inputs(batch=5, queries=5)
+    padding = torch.ones(5, 7, dtype=torch.bool)
+    padding[1, 4:] = False
+    with pytest.raises(ValueError, match=r"got shape \(5, 7\).*mask\.unsqueeze\(1\)"):
+        layer(query, memory, memory, mask=padding)
+    fixed, _ = layer(query, memory, memory, mask=padding.unsqueeze(1))
+    misread, _ = layer(query, memory, memory, mask=padding.unsqueeze(0))  # what broadcasting would do
+    assert not torch.allclose(fixed, misread, atol=1e-4)
+
+
+def test_a_4_axis_mask_must_match_the_number_of_heads():
+    layer = MultiHeadAttention(32, 4)
+    query, memory = inputs()
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 2, 5, 7\).*\(3, 4, 5, 7\)"):
+        layer(query, memory, memory, mask=torch.ones(3, 2, 5, 7, dtype=torch.bool))
+
+
+def test_non_tensor_arguments_are_refused_by_name():
+    layer = MultiHeadAttention(32, 4)
+    query, memory = inputs()
+    with pytest.raises(TypeError, match=r"query must be a torch\.Tensor; got list"):
+        layer(query.tolist(), memory, memory)
+    with pytest.raises(TypeError, match=r"value must be a torch\.Tensor; got ndarray"):
+        layer(query, memory, memory.numpy())
+    with pytest.raises(TypeError, match=r"mask must be a torch\.Tensor; got list"):
+        layer(query, memory, memory, mask=[[[True] * 7]])
+
+
+def test_inputs_of_another_dtype_than_the_parameters_are_refused():
+    layer = MultiHeadAttention(32, 4)
+    query, memory = inputs()
+    with pytest.raises(ValueError, match=r"key has dtype torch\.float64, not torch\.float32 like the module's parameters"):
+        layer(query, memory.double(), memory.double())
+    with pytest.raises(ValueError, match=r"query must be a floating-point tensor; got dtype torch\.int64"):
+        layer(query.long(), memory, memory)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 1.5, float("nan")])
+def test_dropout_outside_0_1_is_refused(dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}"):
+        MultiHeadAttention(32, 4, dropout=dropout)
+    with pytest.raises(TypeError, match=r"dropout must be a number"):
+        MultiHeadAttention(32, 4, dropout="0.1")
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize(("batch", "queries", "keys"), [(0, 5, 7), (3, 0, 7), (3, 5, 0), (0, 0, 0)])
+def test_empty_batches_and_sequences_do_not_warn(batch, queries, keys, need_weights):
+    layer = MultiHeadAttention(32, 4).eval()
+    query, memory = inputs(batch=batch, queries=queries, keys=keys)
+    mask = torch.ones(batch, 1, keys, dtype=torch.bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        output, _ = layer(query, memory, memory, mask=mask, need_weights=need_weights)
+    assert output.shape == (batch, queries, 32)

@@ -1,5 +1,7 @@
 """Unit tests of transformer_book.normalization (chapter 4, "Add & Norm")."""
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -52,7 +54,7 @@ def test_biased_variance_on_a_worked_example():
 
 def test_eps_is_inside_the_square_root():
     # sigma^2 = 2.5e-7: inside the root, (5e-4) / sqrt(2.5e-7 + 1e-5) = 0.1562; outside it would be ~1.
-    out = LayerNorm(2, eps=1e-5)(torch.tensor([0.0, 1e-3], dtype=torch.float64))
+    out = LayerNorm(2, eps=1e-5).double()(torch.tensor([0.0, 1e-3], dtype=torch.float64))
     assert out.tolist() == pytest.approx([-0.15617, 0.15617], abs=1e-5)
 
 
@@ -157,8 +159,9 @@ def test_dropout_acts_on_the_sublayer_output_only():
     # With p = 1 every update is dropped: post-norm returns LayerNorm(x), pre-norm returns x itself.
     x = torch.randn(3, 4, 8)
     sublayer = nn.Linear(8, 8)
-    post = SublayerConnection(8, dropout=1.0, norm_first=False).train()
-    pre = SublayerConnection(8, dropout=1.0, norm_first=True).train()
+    post = SublayerConnection(8, norm_first=False).train()
+    pre = SublayerConnection(8, norm_first=True).train()
+    post.dropout.p = pre.dropout.p = 1.0  # past the constructor's check, which refuses 1
     assert torch.allclose(post(x, sublayer), reference_norm(8)(x), atol=1e-5)
     assert torch.equal(pre(x, sublayer), x)
     post.eval()
@@ -200,3 +203,38 @@ def test_sublayer_connection_follows_device_and_dtype():
     assert connection(torch.zeros(1, 2, 8, device="meta"), lambda x: 2 * x).device.type == "meta"
     connection64 = SublayerConnection(8, norm_first=True).double()
     assert connection64(torch.randn(1, 2, 8, dtype=torch.float64), torch.tanh).dtype == torch.float64
+
+
+@pytest.mark.parametrize("dtype", [torch.long, torch.int32, torch.bool])
+def test_integer_inputs_are_refused_not_truncated(dtype):
+    # Before the check, the result was computed in float32 and converted back: -1, 0 or 1 everywhere.
+    with pytest.raises(ValueError, match=rf"x must be a floating-point tensor; got dtype {dtype}"):
+        LayerNorm(4)(torch.tensor([[1, 2, 3, 4]]).to(dtype))
+
+
+def test_inputs_of_another_dtype_than_the_parameters_are_refused():
+    with pytest.raises(ValueError, match=r"x has dtype torch\.float16, not torch\.float32 like the module's parameters"):
+        LayerNorm(4)(torch.ones(2, 4, dtype=torch.float16))
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
+        LayerNorm(4)([[1.0, 2.0, 3.0, 4.0]])
+
+
+@pytest.mark.parametrize("eps", [float("nan"), float("inf"), "1e-5"])
+def test_eps_must_be_a_non_negative_number(eps):
+    with pytest.raises(ValueError, match=r"eps must be a non-negative number; got eps="):
+        LayerNorm(4, eps=eps)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 10])
+def test_sublayer_connection_refuses_dropout_outside_0_1(dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
+        SublayerConnection(8, dropout=dropout)
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 8), (2, 0, 8), (0, 0, 8)])
+def test_empty_batches_and_sequences_do_not_warn(shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert LayerNorm(8)(torch.randn(shape)).shape == shape
+        for norm_first in (False, True):
+            assert SublayerConnection(8, norm_first=norm_first)(torch.randn(shape), nn.Linear(8, 8)).shape == shape

@@ -1,11 +1,13 @@
 """Unit tests of transformer_book.positional (chapter 1)."""
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from transformer_book import Embeddings, PositionalEncoding, sinusoidal_table
+from transformer_book.validation import check_dropout, check_tensor, check_token_ids
 
 
 def formula(pos: int, dimension: int, d_model: int) -> float:
@@ -145,3 +147,57 @@ def test_embeddings_padding_index_has_zero_vector():
 def test_embeddings_refuse_nonpositive_sizes(vocab_size, d_model):
     with pytest.raises(ValueError, match=f"vocab_size={vocab_size}, d_model={d_model}"):
         Embeddings(vocab_size, d_model)
+
+
+# --- argument checks (transformer_book.validation, written in chapter 1) -----------------------------
+
+
+@pytest.mark.parametrize("token", [10, 57, -1])
+def test_token_ids_outside_the_vocabulary_are_refused_naming_them(token):
+    embeddings = Embeddings(vocab_size=10, d_model=8)
+    with pytest.raises(ValueError, match=rf"tokens must be token ids in \[0, vocab_size=10\); got values from "
+                                         rf"{min(token, 3)} to {max(token, 3)}"):
+        embeddings(torch.tensor([[3, token]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_token_ids_must_be_integers(dtype):
+    with pytest.raises(ValueError, match=rf"tokens must be integer token ids; got dtype {dtype}"):
+        Embeddings(10, 8)(torch.ones(1, 3, dtype=dtype))
+
+
+def test_non_tensor_arguments_are_refused_by_name():
+    with pytest.raises(TypeError, match=r"tokens must be a torch\.Tensor; got list"):
+        Embeddings(10, 8)([[1, 2]])
+    with pytest.raises(TypeError, match=r"embeddings must be a torch\.Tensor; got list"):
+        PositionalEncoding(8)([[[0.0] * 8]])
+    with pytest.raises(ValueError, match=r"embeddings must be a floating-point tensor; got dtype torch\.int64"):
+        PositionalEncoding(8)(torch.ones(1, 2, 8, dtype=torch.long))
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 10, float("nan")])
+def test_dropout_outside_0_1_is_refused(dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
+        PositionalEncoding(8, dropout=dropout)
+
+
+@pytest.mark.parametrize("dropout", ["0.1", None, True])
+def test_dropout_that_is_not_a_number_is_a_type_error(dropout):
+    with pytest.raises(TypeError, match=r"dropout must be a number in \[0, 1\)"):
+        check_dropout(dropout)
+
+
+def test_valid_arguments_pass_the_checks():
+    check_dropout(0)
+    check_dropout(0.999)
+    check_tensor("x", torch.zeros(2), floating=True, dtype=torch.float32)
+    check_token_ids("tokens", torch.tensor([0, 9]), vocab_size=10)
+    check_token_ids("tokens", torch.zeros(0, 3, dtype=torch.long), vocab_size=10)  # empty: nothing to check
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (2, 0), (0, 0)])
+def test_empty_batches_and_sequences_do_not_warn(shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        embedded = Embeddings(10, 8)(torch.zeros(shape, dtype=torch.long))
+        assert PositionalEncoding(8)(embedded).shape == (*shape, 8)

@@ -35,6 +35,7 @@ def test_config_loads_the_vendored_files_in_dependency_order():
         "vendor/vega-lite.min.js",
         "vendor/vega-embed.min.js",
         "vega-offline.js",
+        "book-charts.js",  # the book's chart defaults, which need vega-embed
     ]
     assert config["mathjax_path"] == "vendor/mathjax/tex-svg.js"
     for path in config["html_js_files"] + [config["mathjax_path"]]:

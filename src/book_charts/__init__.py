@@ -2,6 +2,10 @@
 
 Conventions: tidy (long) frames, rounded floats so stored notebook outputs stay small and stable,
 titled axes, tooltips on every mark, and colour schemes that still read in greyscale print.
+
+Diagrams (vector, drawn by Vega, each with a "Diagram: ..." text alternative) live in
+``book_charts.architecture`` (the map of the whole model) and ``book_charts.mechanisms`` (one
+computation diagram per mechanism); their shapes come from a ``ModelConfig``.
 """
 
 from __future__ import annotations
@@ -12,10 +16,44 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from book_charts.architecture import CHAPTERS, PARTS, architecture
+from book_charts.config import BASE, ModelConfig, parameter_counts
+from book_charts.mechanisms import (
+    add_and_norm_diagram,
+    attention_diagram,
+    cross_attention_diagram,
+    feed_forward_diagram,
+    kv_cache_diagram,
+    masks_diagram,
+    multi_head_diagram,
+    output_layer_diagram,
+)
+
 # Perceptually uniform schemes that keep their order in greyscale: sequential for magnitudes
 # (weights, probabilities), diverging for signed values centred on zero (encodings, differences).
 SEQUENTIAL = "viridis"
 DIVERGING = "purpleorange"
+
+__all__ = [
+    "BASE",
+    "CHAPTERS",
+    "DIVERGING",
+    "PARTS",
+    "SEQUENTIAL",
+    "ModelConfig",
+    "add_and_norm_diagram",
+    "architecture",
+    "attention_diagram",
+    "cross_attention_diagram",
+    "feed_forward_diagram",
+    "heatmap",
+    "kv_cache_diagram",
+    "masks_diagram",
+    "multi_head_diagram",
+    "output_layer_diagram",
+    "parameter_counts",
+    "tidy",
+]
 
 
 def tidy(matrix, row: str, column: str, value: str, decimals: int = 3) -> pd.DataFrame:

@@ -16,9 +16,9 @@ from torch import nn
 
 from transformer_book.encoder import check_torch_layer, copy_torch_feed_forward_and_norms
 from transformer_book.feed_forward import PositionwiseFeedForward
-from transformer_book.masking import check_attention_mask
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
 from transformer_book.normalization import LayerNorm, SublayerConnection
+from transformer_book.validation import check_tensor
 
 
 class DecoderLayer(nn.Module):
@@ -52,19 +52,16 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         cache: dict | None = None,
     ) -> torch.Tensor:
+        check_tensor("x", x, floating=True)
+        check_tensor("memory", memory, floating=True)
         if x.dim() != 3 or memory.dim() != 3 or x.size(0) != memory.size(0):
             raise ValueError(
                 "x and memory must have shapes (batch, target, d_model) and (batch, source, d_model) with "
                 f"the same batch; got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
             )
-        batch, target_len, source_len = x.size(0), x.size(1), memory.size(1)
+        # The masks are checked where they are used, by the attentions (chapter 3).
         self_cache = cache["self"] if cache is not None else None
         cross_cache = cache["cross"] if cache is not None else None
-        cached = self_cache["key"].size(2) if self_cache is not None and "key" in self_cache else 0
-        if target_mask is not None:  # its keys: the positions cached so far, then the new ones
-            check_attention_mask(target_mask, batch, target_len, cached + target_len, "target_mask")
-        if source_mask is not None:
-            check_attention_mask(source_mask, batch, target_len, source_len, "source_mask")
 
         def self_attend(normed: torch.Tensor) -> torch.Tensor:
             output, self.self_attention_weights = self.self_attn(

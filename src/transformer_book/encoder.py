@@ -19,8 +19,8 @@ from transformer_book.normalization import LayerNorm, SublayerConnection
 class EncoderLayer(nn.Module):
     """Self-attention, then the position-wise feed-forward network, each inside a sublayer connection.
 
-    x (batch, source, d_model) -> (batch, source, d_model). ``mask`` is boolean, True = may attend, and
-    broadcasts to (batch, source, source), e.g. a (batch, 1, source) padding mask. With
+    x (batch, source, d_model) -> (batch, source, d_model). ``mask`` is boolean, True = may attend, with
+    3 axes, e.g. a (batch, 1, source) padding mask, or 4; MultiHeadAttention checks it. With
     ``need_weights=True`` the attention weights (batch, heads, source, source) are kept in
     ``self.attention_weights``. ``norm_first`` picks pre-norm; the paper is post-norm.
     """
@@ -68,7 +68,7 @@ class Encoder(nn.Module):
 def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
     """Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer ``theirs``
     computes the same function as our ``ours``: the same d_model, heads and d_ff, the same norm
-    placement, a ReLU, and the same layer-norm eps. Chapter 7's decoder loader reuses it.
+    placement, a ReLU, and the same eps in every layer norm. Chapter 7's decoder loader reuses it.
     """
     our_sizes = (ours.self_attn.d_model, ours.self_attn.heads, ours.feed_forward.d_ff)
     their_sizes = (theirs.self_attn.embed_dim, theirs.self_attn.num_heads, theirs.linear1.out_features)
@@ -85,8 +85,12 @@ def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
     if not (theirs.activation is F.relu or isinstance(theirs.activation, nn.ReLU)):
         name = getattr(theirs.activation, "__name__", type(theirs.activation).__name__)
         raise ValueError(f"ours uses ReLU; theirs uses activation={name}")
-    if ours.sublayers[0].norm.eps != theirs.norm1.eps:
-        raise ValueError(f"layer-norm eps differs: ours eps={ours.sublayers[0].norm.eps}, theirs eps={theirs.norm1.eps}")
+    for index, sublayer in enumerate(ours.sublayers, start=1):  # norm1, norm2 (and the decoder's norm3)
+        their_eps = getattr(theirs, f"norm{index}").eps
+        if sublayer.norm.eps != their_eps:
+            raise ValueError(
+                f"layer-norm eps differs in norm{index}: ours eps={sublayer.norm.eps}, theirs eps={their_eps}"
+            )
 
 
 @torch.no_grad()

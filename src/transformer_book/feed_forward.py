@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from transformer_book.validation import check_dropout, check_tensor
+
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position separately and identically.
@@ -19,6 +21,7 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
+        check_dropout(dropout)
         if d_model <= 0 or d_ff <= 0:
             raise ValueError(f"d_model and d_ff must be positive; got d_model={d_model}, d_ff={d_ff}")
         self.d_model = d_model
@@ -28,6 +31,7 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor("x", x, floating=True, dtype=self.expand.weight.dtype)
         if x.dim() == 0 or x.size(-1) != self.d_model:
             raise ValueError(f"expected a last dimension of d_model={self.d_model}; got shape {tuple(x.shape)}")
         hidden = torch.relu(self.expand(x))  # (..., d_ff)

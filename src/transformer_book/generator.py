@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from transformer_book.validation import check_tensor, check_token_ids
+
 
 class Generator(nn.Module):
     """Decoder output (..., d_model) -> log-probabilities over the vocabulary (..., vocab_size).
@@ -32,7 +34,8 @@ class Generator(nn.Module):
         self.proj = nn.Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.size(-1) != self.d_model:
+        check_tensor("x", x, floating=True, dtype=self.proj.weight.dtype)
+        if x.dim() == 0 or x.size(-1) != self.d_model:
             raise ValueError(f"expected decoder outputs (..., d_model={self.d_model}); got shape {tuple(x.shape)}")
         return F.log_softmax(self.proj(x), dim=-1)  # (..., vocab_size)
 
@@ -50,6 +53,7 @@ def sample_next_token(
     probabilities work as well as logits: they differ by a constant per row, which softmax ignores.
     ``generator`` (a seeded torch.Generator on the logits' device) makes the draws reproducible.
     """
+    check_tensor("logits", logits, floating=True)
     if logits.dim() not in (1, 2):
         raise ValueError(f"logits must have shape (batch, vocab) or (vocab,); got shape {tuple(logits.shape)}")
     vocab = logits.size(-1)
@@ -96,16 +100,14 @@ class LabelSmoothingLoss(nn.Module):
         return distribution
 
     def forward(self, log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        check_tensor("log_probs", log_probs, floating=True)
+        check_tensor("targets", targets)
         if log_probs.dim() != 2 or log_probs.size(-1) != self.vocab_size or targets.shape != log_probs.shape[:1]:
             raise ValueError(
                 f"expected log_probs (N, vocab_size={self.vocab_size}) and targets (N,); "
                 f"got {tuple(log_probs.shape)} and {tuple(targets.shape)}"
             )
-        if targets.numel() and (targets.min() < 0 or targets.max() >= self.vocab_size):
-            raise ValueError(
-                f"targets must be token ids in [0, {self.vocab_size}); got values from {targets.min().item()} "
-                f"to {targets.max().item()}"
-            )
+        check_token_ids("targets", targets, self.vocab_size)
         target_distribution = self.smoothed_targets(targets, log_probs.dtype)  # (N, vocab)
         # 0 * log p is 0 even where log p = -inf: multiply only where the target probability is positive.
         cross = torch.where(target_distribution > 0, target_distribution * log_probs, 0.0)  # (N, vocab)

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import torch
 
+from transformer_book.multihead import check_attention_mask  # noqa: F401  (chapter 3's rule, re-exported)
+from transformer_book.validation import check_tensor
+
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """(batch, seq) token ids -> (batch, 1, seq): True at real tokens, False at padding.
 
     The middle axis of size 1 broadcasts over the queries: every query may look at every real key.
     """
+    check_tensor("tokens", tokens)
     if tokens.dim() != 2:
         raise ValueError(f"tokens must have shape (batch, seq); got shape {tuple(tokens.shape)}")
     if tokens.is_floating_point() or tokens.is_complex():
@@ -29,8 +33,8 @@ def subsequent_mask(size: int, device: torch.device | str | None = None) -> torc
 
     The leading axis of size 1 broadcasts over the batch: every sentence gets the same triangle.
     """
-    if size <= 0:
-        raise ValueError(f"size must be a positive sequence length; got size={size}")
+    if size < 0:  # 0 is an empty sequence, and gets an empty mask
+        raise ValueError(f"size must be a sequence length, 0 or more; got size={size}")
     return torch.ones(1, size, size, dtype=torch.bool, device=device).tril()  # (1, size, size)
 
 
@@ -40,27 +44,3 @@ def target_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     (batch, 1, seq) & (1, seq, seq) broadcasts to (batch, seq, seq).
     """
     return padding_mask(tokens, pad_id) & subsequent_mask(tokens.size(1), tokens.device)
-
-
-def check_attention_mask(
-    mask: torch.Tensor, batch: int, queries: int, keys: int, name: str = "mask"
-) -> None:
-    """Raise a ValueError naming ``name``, its shape and dtype, unless ``mask`` is a boolean mask that
-    broadcasts to (batch, queries, keys), or to (batch, heads, queries, keys) if it has a heads axis.
-    """
-    if mask.dtype != torch.bool:
-        raise ValueError(
-            f"{name} must be boolean (True = may attend); got dtype {mask.dtype} and shape "
-            f"{tuple(mask.shape)}. A float mask would be added to the scores, not block them."
-        )
-    expected = (batch, queries, keys) if mask.dim() != 4 else (batch, mask.size(1), queries, keys)
-    try:
-        fits = mask.dim() in (3, 4) and torch.broadcast_shapes(mask.shape, expected) == expected
-    except RuntimeError:  # the shapes do not broadcast at all
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"{name} of shape {tuple(mask.shape)} does not broadcast to (batch, queries, keys) = "
-            f"{(batch, queries, keys)}; masks have 3 axes, (batch or 1, queries or 1, keys), "
-            "or 4 with a heads axis"
-        )

@@ -14,19 +14,54 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.attention import check_mask, scaled_dot_product_attention
+from transformer_book.attention import scaled_dot_product_attention
+from transformer_book.validation import check_dropout, check_tensor
+
+
+def check_attention_mask(
+    mask: torch.Tensor, batch: int, queries: int, keys: int, name: str = "mask", heads: int | None = None
+) -> None:
+    """Raise unless ``mask`` is boolean with 3 axes that broadcast to (batch, queries, keys), or 4 that
+    broadcast to (batch, heads, queries, keys). Two axes are refused: a (batch, keys) padding mask would
+    broadcast as (queries, keys), silently wrong whenever batch == queries.
+    """
+    check_tensor(name, mask)
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"{name} must be boolean (True = may attend); got dtype {mask.dtype} and shape "
+            f"{tuple(mask.shape)}. A float mask would be added to the scores, not block them."
+        )
+    if mask.dim() not in (3, 4):
+        raise ValueError(
+            f"{name} must have 3 or 4 axes, (batch, 1, keys), (batch, queries, keys) or "
+            f"(batch, heads, queries, keys), here ({batch}, 1, {keys}), ({batch}, {queries}, {keys}) or "
+            f"({batch}, {heads or 'heads'}, {queries}, {keys}); got shape {tuple(mask.shape)}. "
+            f"For a (batch, keys) padding mask, as nn.MultiheadAttention takes, use {name}.unsqueeze(1)."
+        )
+    expected = (batch, queries, keys) if mask.dim() == 3 else (batch, heads or mask.size(1), queries, keys)
+    try:
+        fits = torch.broadcast_shapes(mask.shape, expected) == expected
+    except RuntimeError:  # the shapes do not broadcast at all
+        fits = False
+    if not fits:
+        axes = "(batch, queries, keys)" if mask.dim() == 3 else "(batch, heads, queries, keys)"
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to {axes} = {expected}; "
+            "each axis must have that size or 1"
+        )
 
 
 class MultiHeadAttention(nn.Module):
     """h attention heads of size d_k = d_model / h on learned projections, concatenated and projected.
 
     query (batch, queries, d_model), key and value (batch, keys, d_model) -> (batch, queries, d_model).
-    ``mask`` is boolean, True = may attend, and broadcasts to (batch, heads, queries, keys); a
-    (batch, 1, keys) or (batch, queries, keys) mask is given a heads axis.
+    ``mask`` is boolean, True = may attend, with 3 axes (batch, queries or 1, keys), given a heads axis,
+    or 4 (batch, heads, queries, keys); size-1 axes broadcast. Two-axis masks are refused.
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, bias: bool = True, scale: float | None = None):
         super().__init__()
+        check_dropout(dropout)
         if heads <= 0 or d_model <= 0 or d_model % heads != 0:
             raise ValueError(
                 f"d_model must split evenly into heads; got d_model={d_model}, heads={heads} "
@@ -81,12 +116,9 @@ class MultiHeadAttention(nn.Module):
                 cache["key"], cache["value"] = keys, values
         if mask is not None:
             batch, _, query_count, _ = queries.shape
-            full_shape = (batch, self.heads, query_count, keys.size(2))
-            check_mask(mask, torch.Size(full_shape if mask.dim() >= 4 else (batch, query_count, keys.size(2))))
+            check_attention_mask(mask, batch, query_count, keys.size(2), heads=self.heads)
             if mask.dim() == 3:
                 mask = mask.unsqueeze(1)  # (batch, 1, queries or 1, keys): the same mask for every head
-            while mask.dim() < 4:  # (queries, keys) or (keys,): the same mask for every sequence too
-                mask = mask.unsqueeze(0)  # PyTorch's fused kernel wants the four axes spelled out
         if need_weights:
             attended, weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout, self.scale)
         else:
@@ -104,6 +136,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         """Raise a ValueError naming the shapes if query, key and value cannot be attended together."""
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, tensor, floating=True, dtype=self.query_proj.weight.dtype)
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             if tensor.dim() != 3 or tensor.size(-1) != self.d_model:
                 raise ValueError(

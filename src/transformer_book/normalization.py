@@ -10,6 +10,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from transformer_book.validation import check_dropout, check_tensor
+
 
 class LayerNorm(nn.Module):
     """Normalize each token's features to mean 0 and variance 1, then scale by gamma and shift by beta.
@@ -22,22 +24,24 @@ class LayerNorm(nn.Module):
         super().__init__()
         if d_model <= 0:
             raise ValueError(f"d_model must be positive; got d_model={d_model}")
-        if eps < 0:
-            raise ValueError(f"eps must be non-negative; got eps={eps}")
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < float("inf"):
+            raise ValueError(f"eps must be a non-negative number; got eps={eps!r}")
         self.d_model = d_model
         self.eps = eps
         self.gamma = nn.Parameter(torch.ones(d_model))  # scale, learned
         self.beta = nn.Parameter(torch.zeros(d_model))  # shift, learned
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # An integer tensor would be normalized in float32 and then truncated back to integers.
+        check_tensor("x", x, floating=True, dtype=self.gamma.dtype)
         if x.dim() == 0 or x.size(-1) != self.d_model:
             raise ValueError(f"expected a last dimension of d_model={self.d_model}; got shape {tuple(x.shape)}")
         # In float16, eps = 1e-5 is barely representable and 1e-12 rounds to 0: compute the statistics in
         # float32 (or float64), as nn.LayerNorm does, and only then go back to the input's dtype.
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
-        mean = wide.mean(dim=-1, keepdim=True)  # (..., 1)
-        variance = wide.var(dim=-1, unbiased=False, keepdim=True)  # (..., 1): divided by d_model
-        normalized = ((wide - mean) / torch.sqrt(variance + self.eps)).to(x.dtype)  # (..., d_model)
+        centred = wide - wide.mean(dim=-1, keepdim=True)  # (..., d_model)
+        variance = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): biased, divided by d_model
+        normalized = (centred / torch.sqrt(variance + self.eps)).to(x.dtype)  # (..., d_model)
         return self.gamma * normalized + self.beta  # (..., d_model)
 
 
@@ -52,11 +56,13 @@ class SublayerConnection(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5):
         super().__init__()
+        check_dropout(dropout)
         self.norm = LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        check_tensor("x", x, floating=True)
         if self.norm_first:
             return x + self.dropout(self._checked(sublayer(self.norm(x)), x))  # (..., d_model)
         return self.norm(x + self.dropout(self._checked(sublayer(x), x)))  # (..., d_model)

@@ -1,0 +1,264 @@
+"""Chapter 7 exercises: cross-attention and the decoder layer.
+
+    from book_exercises.ch07 import check_cross_attention
+    check_cross_attention(cross_attention)
+
+Every checker calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
+and compares its output, moved to the CPU, with transformer_book's MultiHeadAttention and
+DecoderLayer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from book_exercises.core import Case, Exercise, Mistake, randn, run
+from transformer_book import DecoderLayer, MultiHeadAttention, padding_mask, target_mask
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: cross-attention
+
+
+def _attention(d_model, heads, seed):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return MultiHeadAttention(d_model, heads).eval()
+
+
+def _cross_cases():
+    source_mask = torch.ones(2, 1, 6, dtype=torch.bool)
+    source_mask[0, :, 4:] = False
+    return [
+        Case((randn(2, 3, 16, seed=130), randn(2, 6, 16, seed=131), _attention(16, 4, 1), None),
+             "target length 3, source length 6, no mask"),
+        Case((randn(2, 3, 16, seed=132), randn(2, 6, 16, seed=133), _attention(16, 4, 2), source_mask),
+             "target length 3, source length 6, a (batch, 1, source) padding mask"),
+        Case((randn(1, 4, 8, seed=134), randn(1, 4, 8, seed=135), _attention(8, 2, 3), None),
+             "target and source of the same length 4"),
+    ]
+
+
+def _describe_cross(got, expected, case):
+    decoder_states, memory = case.args[0], case.args[1]
+    if isinstance(got, tuple):
+        return "MultiHeadAttention returns (output, weights): return only the output, [0]."
+    if got.shape[:2] == memory.shape[:2] and memory.size(1) != decoder_states.size(1):
+        return ("your output has one row per source position: the queries come from the decoder, "
+                "the keys and values from the encoder's output: attention(x, memory, memory, mask).")
+    return None
+
+
+CROSS_ATTENTION = Exercise(
+    name="cross_attention",
+    task="queries from the decoder, keys and values from the encoder's output (memory).",
+    cases=_cross_cases,
+    reference=lambda x, memory, attention, mask: attention(x, memory, memory, mask)[0],
+    describe=_describe_cross,
+    mistakes=[
+        Mistake("you attended over the decoder's own states (self-attention): the keys and values of "
+                "cross-attention come from the encoder's output, attention(x, memory, memory, mask).",
+                lambda x, memory, attention, mask: attention(x, x, x)[0]),
+        Mistake("the source mask is ignored: pass it, so that no query reads the source's padding.",
+                lambda x, memory, attention, mask: attention(x, memory, memory)[0]),
+        Mistake("queries and keys/values are swapped: the queries come from the decoder (x), the "
+                "keys and values from the encoder's output: attention(x, memory, memory, mask).",
+                lambda x, memory, attention, mask: attention(memory, x, x)[0]),
+    ],
+    error_hints=[("does not broadcast", "the mask does not fit: the queries come from the decoder "
+                  "and the keys from the memory, so the source mask is (batch, 1, source) and the call "
+                  "is attention(x, memory, memory, source_mask).")],
+)
+
+
+def check_cross_attention(function, device=None):
+    """Check ``function(x, memory, attention, source_mask) -> (batch, target, d_model)``:
+    x (batch, target, d_model) decoder states, memory (batch, source, d_model), attention a
+    transformer_book.MultiHeadAttention (returns (output, weights)), source_mask None or
+    (batch, 1, source). Inputs on the CPU unless ``device`` is given; output moved to the CPU."""
+    return run(CROSS_ATTENTION, function, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: the decoder layer
+
+
+def _decoder(d_model, heads, d_ff, seed):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = DecoderLayer(d_model, heads, d_ff, dropout=0.0).eval()
+        with torch.no_grad():
+            for sublayer in layer.sublayers:
+                sublayer.norm.gamma.add_(0.2 * torch.randn(d_model))
+                sublayer.norm.beta.add_(0.2 * torch.randn(d_model))
+    return layer
+
+
+def _decoder_case(target_tokens, source_tokens, layer, label, seed):
+    x = randn(target_tokens.size(0), target_tokens.size(1), layer.d_model, seed=seed)
+    memory = randn(source_tokens.size(0), source_tokens.size(1), layer.d_model, seed=seed + 1)
+    norms = [sublayer.norm for sublayer in layer.sublayers]
+    return Case((x, memory, padding_mask(source_tokens, 0), target_mask(target_tokens, 0),
+                 layer.self_attn, layer.cross_attn, layer.feed_forward, norms), label)
+
+
+def _decoder_cases():
+    return [
+        _decoder_case(torch.tensor([[1, 4, 5, 0], [1, 6, 7, 8]]),
+                      torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]]), _decoder(16, 4, 32, 1),
+                      "target and source of length 4, padded", 140),
+        _decoder_case(torch.tensor([[1, 5, 6]]), torch.tensor([[2, 3, 4, 5, 6]]),
+                      _decoder(8, 2, 16, 2), "target length 3, source length 5", 142),
+    ]
+
+
+def _reference_decoder(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
+    layer = DecoderLayer(x.size(-1), self_attn.heads, ffn.d_ff, dropout=0.0).eval()
+    layer.self_attn, layer.cross_attn, layer.feed_forward = self_attn, cross_attn, ffn
+    for sublayer, norm in zip(layer.sublayers, norms):
+        sublayer.norm = norm
+    return layer(x, memory, source_mask, target_mask_)
+
+
+def _decoder_variant(self_mask="target", cross_mask="source", order="self-cross", pre=False):
+    def compute(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
+        masks = {"target": target_mask_, "source": source_mask, None: None}
+        attend_self = lambda h: self_attn(h, h, h, masks[self_mask])[0]  # noqa: E731
+        attend_cross = lambda h: cross_attn(h, memory, memory, masks[cross_mask])[0]  # noqa: E731
+        first, second = ((attend_self, attend_cross) if order == "self-cross"
+                         else (attend_cross, attend_self))
+        for sublayer, norm in zip((first, second, ffn), norms):
+            x = x + sublayer(norm(x)) if pre else norm(x + sublayer(x))
+        return x
+    return compute
+
+
+DECODER_LAYER = Exercise(
+    name="decoder_layer",
+    task="masked self-attention, cross-attention, FFN, each inside a post-norm Add & Norm.",
+    cases=_decoder_cases,
+    reference=_reference_decoder,
+    atol=1e-4,
+    mistakes=[
+        Mistake("the target mask is missing from the self-attention: without it position i reads the "
+                "later target tokens it must predict.",
+                _decoder_variant(self_mask=None)),
+        Mistake("the masks are swapped: the target mask (padding + look-ahead) goes to the "
+                "self-attention, the source mask to the cross-attention. Pass them by keyword.",
+                _decoder_variant(self_mask="source", cross_mask="target")),
+        Mistake("the source mask is missing from the cross-attention: queries would read the source's "
+                "padding.",
+                _decoder_variant(cross_mask=None)),
+        Mistake("the sublayers are in the wrong order: masked self-attention first, then "
+                "cross-attention, then the FFN.",
+                _decoder_variant(order="cross-self")),
+        Mistake("you used pre-norm, x + sublayer(norm(x)); this decoder layer is post-norm, "
+                "norm(x + sublayer(x)).",
+                _decoder_variant(pre=True)),
+    ],
+    error_hints=[("does not broadcast", "a mask does not fit its attention: the target mask "
+                  "(batch, target, target) belongs to the self-attention, the source mask "
+                  "(batch, 1, source) to the cross-attention."),
+                 ("tuple", "MultiHeadAttention returns (output, weights): take [0].")],
+)
+
+
+def check_decoder_layer(function, device=None):
+    """Check ``function(x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward,
+    norms) -> (batch, target, d_model)``: norms is a list of three LayerNorms, one per sublayer.
+    Inputs and modules on the CPU unless ``device`` is given; the output is moved to the CPU."""
+    return run(DECODER_LAYER, function, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: teacher forcing, decoder input and labels
+
+
+def _teacher_cases():
+    return [Case((torch.tensor([[1, 7, 8, 9, 2], [1, 5, 2, 0, 0]]),), "two targets of length 5"),
+            Case((torch.tensor([[1, 2]]),), "a target of two tokens (start, end)")]
+
+
+TEACHER_FORCING = Exercise(
+    name="teacher_forcing",
+    task="(batch, seq) targets starting with the start token -> (decoder input, labels).",
+    cases=_teacher_cases,
+    reference=lambda target: (target[:, :-1], target[:, 1:]),  # as transformer_book.sequence_loss
+    mistakes=[
+        Mistake("your labels are the decoder input itself: the model would learn to copy its input. "
+                "The label at position i is the NEXT token, target[:, 1:].",
+                lambda target: (target[:, :-1], target[:, :-1])),
+        Mistake("decoder input and labels are swapped: the decoder reads target[:, :-1] (starting "
+                "with the start token) and predicts target[:, 1:].",
+                lambda target: (target[:, 1:], target[:, :-1])),
+        Mistake("the decoder input must drop the last token, so that input and labels have the same "
+                "length: target[:, :-1].",
+                lambda target: (target, target[:, 1:])),
+    ],
+)
+
+
+def check_teacher_forcing(function, device=None):
+    """Check ``function(target) -> (decoder_input, labels)`` for (batch, seq) token ids that start
+    with the start token, as transformer_book.sequence_loss splits them. Inputs on the CPU unless
+    ``device`` is given; the outputs are moved to the CPU."""
+    return run(TEACHER_FORCING, function, device)
+
+
+# ---------------------------------------------------------------------------------------------
+
+STUBS = {
+    "cross_attention": '''def cross_attention(x, memory, attention, source_mask):
+    """Decoder states x (batch, target, d_model) attend to the encoder's output memory."""
+    # Your code here (1 line). attention(query, key, value, mask) returns (output, weights).
+    raise NotImplementedError
+''',
+    "decoder_layer": '''def decoder_layer(x, memory, source_mask, target_mask, self_attn, cross_attn,
+                  feed_forward, norms):
+    """Post-norm decoder layer: masked self-attention, cross-attention, FFN (norms: 3 LayerNorms)."""
+    # Your code here (3 lines).
+    raise NotImplementedError
+''',
+    "teacher_forcing": '''def teacher_forcing(target):
+    """(batch, seq) targets that start with the start token -> (decoder_input, labels)."""
+    # Your code here (1 line).
+    raise NotImplementedError
+''',
+}
+
+SOLUTIONS = {
+    "cross_attention": '''def cross_attention(x, memory, attention, source_mask):
+    """Decoder states x (batch, target, d_model) attend to the encoder's output memory."""
+    # queries from x; keys, values from memory
+    return attention(x, memory, memory, source_mask)[0]
+''',
+    "decoder_layer": '''def decoder_layer(x, memory, source_mask, target_mask, self_attn, cross_attn,
+                  feed_forward, norms):
+    """Post-norm decoder layer: masked self-attention, cross-attention, FFN (norms: 3 LayerNorms)."""
+    x = norms[0](x + self_attn(x, x, x, target_mask)[0])  # (batch, target, d_model)
+    x = norms[1](x + cross_attn(x, memory, memory, source_mask)[0])
+    return norms[2](x + feed_forward(x))
+''',
+    "teacher_forcing": '''def teacher_forcing(target):
+    """(batch, seq) targets that start with the start token -> (decoder_input, labels)."""
+    return target[:, :-1], target[:, 1:]  # read tokens 0..n-2, predict tokens 1..n-1
+''',
+}
+
+CHECKERS = {
+    "cross_attention": check_cross_attention,
+    "decoder_layer": check_decoder_layer,
+    "teacher_forcing": check_teacher_forcing,
+}
+
+QUESTION = (
+    "Seed 003 writes that in a model 'K and V are usually the same'. In cross-attention both come "
+    "from the encoder's output: are they the same tensor? What does each one decide?"
+)
+ANSWER = (
+    "They come from the same input, the memory, but through different learned projections: "
+    "K = memory W^K and V = memory W^V, so they are different tensors (equal only if W^K = W^V, "
+    "which training has no reason to produce). K decides where each query looks (its dot products "
+    "with the queries give the weights); V decides what is read from there (the weighted sum). "
+    "Seed 003's 'multiplied element-wise with V (possibly broadcast)' is also wrong: the weights "
+    "multiply V as a matrix product, weights @ V, a weighted sum over the keys."
+)

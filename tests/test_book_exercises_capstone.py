@@ -1,0 +1,141 @@
+"""The capstone chapters' exercise checkers (book_exercises.ch09): each accepts its solution, says
+"not attempted" for its stub, and rejects typical wrong answers (the solution with one realistic
+edit) with the matching hint. Same style as tests/test_book_exercises.py."""
+
+import importlib
+
+import pytest
+
+from book_exercises.core import load_solution
+
+MODULES = {
+    name: importlib.import_module(f"book_exercises.{name}") for name in ("ch09",)
+}
+EXERCISES = [
+    (chapter, name) for chapter, module in MODULES.items() for name in module.SOLUTIONS
+]
+
+# (chapter, exercise, text in the solution, replacement, words the printed hint must contain);
+# the same shape as MUTATIONS in tests/test_book_exercises.py, which can extend its own with these
+MUTATIONS = [
+    (
+        "ch09",
+        "warmup_rate",
+        "d_model ** -0.5 * min(",
+        "min(",
+        "lacks the factor d_model^-0.5",
+    ),
+    ("ch09", "warmup_rate", "* min(", "* max(", "took the max"),
+    (
+        "ch09",
+        "warmup_rate",
+        "warmup_steps ** -1.5",
+        "warmup_steps ** -0.5",
+        "another power",
+    ),
+    (
+        "ch09",
+        "parameter_count",
+        "norm = 2 * d_model ",
+        "norm = 0 ",
+        "left out the layer norms",
+    ),
+    (
+        "ch09",
+        "parameter_count",
+        "+ vocab * d_model + vocab",
+        "+ 3 * vocab * d_model + vocab",
+        "count it once",
+    ),
+    (
+        "ch09",
+        "teacher_forced_exact_match",
+        " | (labels == pad_id)",
+        "",
+        "padding positions",
+    ),
+    (
+        "ch09",
+        "teacher_forced_exact_match",
+        "return right.all(dim=1)",
+        "return right",
+        "one boolean per sequence",
+    ),
+    (
+        "ch09",
+        "teacher_forced_exact_match",
+        "(log_probs.argmax(dim=-1) == labels) | (labels == pad_id)",
+        "(log_probs[:, :-1].argmax(dim=-1) == labels[:, :-1]) | (labels[:, :-1] == pad_id)",
+        "the last position",
+    ),
+]
+
+
+def output_of(checker, function, capsys):
+    result = checker(function)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, f"a checker prints exactly one line; got {out!r}"
+    return result, out.strip()
+
+
+@pytest.mark.parametrize("chapter, name", EXERCISES)
+def test_solution_passes_its_checker(chapter, name, capsys):
+    module = MODULES[chapter]
+    result, out = output_of(
+        module.CHECKERS[name], load_solution(module.SOLUTIONS[name], name), capsys
+    )
+    assert out.startswith("Correct:") and result.passed, out
+
+
+@pytest.mark.parametrize("chapter, name", EXERCISES)
+def test_stub_is_not_attempted_yet(chapter, name, capsys):
+    module = MODULES[chapter]
+    result, out = output_of(
+        module.CHECKERS[name], load_solution(module.STUBS[name], name), capsys
+    )
+    assert (
+        out.startswith("Not attempted yet:") and name in out and not result.attempted
+    ), out
+    _, again = output_of(
+        module.CHECKERS[name], load_solution(module.STUBS[name], name), capsys
+    )
+    assert again == out
+
+
+@pytest.mark.parametrize("chapter, name", EXERCISES)
+def test_a_function_returning_none_is_not_attempted(chapter, name, capsys):
+    _, out = output_of(
+        MODULES[chapter].CHECKERS[name], lambda *args, **kwargs: None, capsys
+    )
+    assert out.startswith("Not attempted yet:") and "returns None" in out
+
+
+@pytest.mark.parametrize("index", range(len(MUTATIONS)))
+def test_typical_mistake_gets_its_hint(index, capsys):
+    chapter, name, before, after, expected_hint = MUTATIONS[index]
+    source = MODULES[chapter].SOLUTIONS[name]
+    assert before in source, (
+        f"mutation {index} no longer applies to the solution of {name}"
+    )
+    result, out = output_of(
+        MODULES[chapter].CHECKERS[name],
+        load_solution(source.replace(before, after), name),
+        capsys,
+    )
+    assert out.startswith("Not quite:") and not result.passed, out
+    assert expected_hint in out, out
+
+
+def test_every_exercise_has_two_hinted_mistakes_tested():
+    tested = {}
+    for chapter, name, _before, _after, hint in MUTATIONS:
+        if hint is not None:
+            tested[(chapter, name)] = tested.get((chapter, name), 0) + 1
+    assert all(tested.get(exercise, 0) >= 2 for exercise in EXERCISES), tested
+
+
+def test_three_exercises_and_a_question_per_chapter():
+    for module in MODULES.values():
+        assert len(module.SOLUTIONS) >= 3
+        assert module.SOLUTIONS.keys() == module.STUBS.keys() == module.CHECKERS.keys()
+        assert module.QUESTION.strip() and len(module.ANSWER) > 100

@@ -1,0 +1,106 @@
+"""Tests for transformer_book.tasks (chapter 9): vocabulary, pairs, batches, exact match."""
+
+import random
+
+import pytest
+import torch
+
+from transformer_book.tasks import CharVocab, Task, dates_task
+
+
+def test_char_vocab_special_ids_and_round_trip():
+    vocab = CharVocab("abc")
+    assert (vocab.pad_id, vocab.start_id, vocab.end_id) == (0, 1, 2)
+    assert vocab.tokens == ["<pad>", "<s>", "</s>", "a", "b", "c"]
+    assert len(vocab) == 6
+    assert vocab.encode("cab") == [5, 3, 4]
+    assert vocab.encode("cab", add_end=True) == [5, 3, 4, 2]
+    assert vocab.decode([1, 5, 3, 0, 4, 2, 3]) == "cab"  # skips pad/start, stops at end
+    assert vocab.decode(torch.tensor([1, 3, 2])) == "a"
+
+
+def test_char_vocab_word_level():
+    vocab = CharVocab(["one", "two", "hundred"])
+    ids = vocab.encode(["two", "hundred"], add_end=True)
+    assert ids == [4, 5, 2]
+    assert vocab.decode([1] + ids) == "two hundred"
+
+
+def test_char_vocab_errors_name_the_offending_values():
+    vocab = CharVocab("abc")
+    with pytest.raises(ValueError, match=r"cannot encode \['x', 'z'\].*'a', 'b', 'c'"):
+        vocab.encode("axz")
+    with pytest.raises(ValueError, match=r"repeated: \['a'\]"):
+        CharVocab("aab")
+    with pytest.raises(ValueError, match="special"):
+        CharVocab(["<s>", "a"])
+    with pytest.raises(ValueError, match="at least one"):
+        CharVocab("")
+
+
+def test_dates_pairs_are_deterministic_and_correct():
+    task = dates_task()
+    assert task.pairs(50, seed=3) == task.pairs(50, seed=3)
+    assert task.pairs(50, seed=3) != task.pairs(50, seed=4)
+    for source, target in task.pairs(200, seed=0):
+        day, month, year = source.split(" ")
+        assert target == f"{year}-{_month(month):02d}-{int(day):02d}"
+        assert len(source) <= task.max_source_len and len(target) == task.max_target_len
+
+
+def _month(name: str) -> int:
+    from transformer_book.tasks import MONTHS
+
+    return MONTHS.index(name) + 1
+
+
+def test_held_out_dates_are_disjoint_from_training():
+    training = {source for source, _ in dates_task().pairs(5000, seed=0)}
+    held_out = {source for source, _ in dates_task(held_out=True).pairs(2000, seed=0)}
+    assert held_out and not training & held_out
+
+
+def test_batch_shapes_padding_and_start_end():
+    task = dates_task()
+    source, target = task.batch(
+        [("7 Mar 1987", "1987-03-07"), ("22 Nov 2026", "2026-11-22")]
+    )
+    assert source.shape == (2, 11) and target.shape == (2, 12)
+    assert source.dtype == torch.long and target.dtype == torch.long
+    vocab = task.target_vocab
+    assert (
+        target[0, 0].item() == vocab.start_id and target[0, 11].item() == vocab.end_id
+    )
+    assert source[0, 10].item() == vocab.pad_id  # "7 Mar 1987" is 10 characters
+    assert vocab.decode(target[0]) == "1987-03-07"
+    assert task.source_vocab.decode(source[1]) == "22 Nov 2026"
+
+
+def test_batch_rejects_too_long_input():
+    task = dates_task()
+    with pytest.raises(ValueError, match="allows 11"):
+        task.batch([("22 Nov 20266", "2026-11-22")])
+    word_task = Task(
+        "w", CharVocab("ab"), CharVocab("ab"), 2, 1, lambda rng: ("a", "b")
+    )
+    with pytest.raises(ValueError, match="allows 1"):
+        word_task.batch([("a", "bb")])
+
+
+def test_exact_match():
+    assert Task.exact_match(["a", "b", "c", "d"], ["a", "x", "c", "d"]) == 0.75
+    with pytest.raises(ValueError, match="3 predictions and 2 expected"):
+        Task.exact_match(["a", "b", "c"], ["a", "b"])
+
+
+def test_custom_task_generate_uses_the_seeded_rng():
+    vocab = CharVocab("0123456789")
+    task = Task("copy", vocab, vocab, 3, 3, lambda rng: (str(rng.randrange(1000)),) * 2)
+    assert task.pairs(5, seed=1) == [(str(n),) * 2 for n in _draws(1, 5)]
+    with pytest.raises(ValueError, match="count must be >= 0"):
+        task.pairs(-1, seed=0)
+
+
+def _draws(seed, count):
+    rng = random.Random(seed)
+    return [rng.randrange(1000) for _ in range(count)]

@@ -1,0 +1,337 @@
+"""Train the capstone models and export them for the playground (book/playground.md).
+
+    python tools/export_playground.py          # train every task, write the files
+    python tools/export_playground.py --check  # train again; fail unless identical
+
+The files go to book/_static/playground/. Each task gets two: ``TASK.bin``, every tensor
+of the model's state dict as little-endian float32, one after the other (a tensor shared
+by several names, as with tied weights, is stored once); and ``TASK.json``: make_model's
+arguments, the vocabularies, the decoding limits and each tensor's name, shape and
+offset (in floats) in the binary file. ``manifest.json`` lists the tasks for the page.
+Training is seeded, with a fixed number of steps on the CPU: the files are the same on
+every run. The browser's model (book/_static/playground/transformer.js) reads them;
+tests/test_playground.py checks it against the package's model (see ``load_model``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "src"))
+
+from transformer_book.model import make_model  # after the path is set
+
+OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
+FORMAT = "transformer-book-playground/1"
+SEED = 0  # train_model's seed: chapter 9's
+
+
+@dataclass(frozen=True)
+class PlaygroundTask:
+    """A task of the capstone chapters, and how its chapter trains it.
+
+    ``factory`` and ``config`` are "module:name" of the Task factory (called with
+    ``held_out=True`` for the held-out pairs) and of make_model's keyword arguments;
+    ``steps`` and ``batch_size`` are the chapter's fixed, seeded training.
+    """
+
+    name: str
+    factory: str
+    config: str
+    steps: int
+    batch_size: int
+
+
+TASKS = [  # chapter 9: train_model(dates_task(), 300, seed=0, batch_size=128)
+    PlaygroundTask(
+        "dates",
+        "transformer_book.tasks:dates_task",
+        "transformer_book.training:DATES_CONFIG",
+        steps=300,
+        batch_size=128,
+    ),
+    PlaygroundTask(
+        "numbers",
+        "transformer_book.numerals:numbers_task",
+        "transformer_book.numerals:NUMBERS_CONFIG",
+        steps=1500,
+        batch_size=128,
+    ),
+]
+EXAMPLES = 3  # held-out sources shown on the page
+PARITY_INPUTS = 5  # more of them, for the parity test only
+HELD_OUT_PAIRS, HELD_OUT_SEED = 1000, 1  # chapter 9's held-out set
+MAX_BYTES = 1_000_000  # the README promises less than 1 MB per weights file
+
+
+def tensor_table(model: torch.nn.Module) -> tuple[list[dict], bytes]:
+    """The state dict as (name, shape, offset in floats of each tensor; the bytes)."""
+    entries, chunks, stored, offset = [], [], {}, 0
+    for name, tensor in model.state_dict().items():
+        # Tied weights share their storage: stored once, listed under every name.
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key not in stored:
+            stored[key] = offset
+            data = (
+                tensor.detach()
+                .cpu()
+                .to(torch.float32)
+                .contiguous()
+                .numpy()
+                .astype("<f4")
+            )
+            chunks.append(data.tobytes())
+            offset += tensor.numel()
+        entries.append(
+            {"name": name, "shape": list(tensor.shape), "offset": stored[key]}
+        )
+    return entries, b"".join(chunks)
+
+
+def export_model(
+    model: torch.nn.Module, meta: dict, name: str, out_dir: Path = OUT_DIR
+) -> tuple[Path, Path]:
+    """Write ``name.bin`` and ``name.json`` to ``out_dir``; return their paths.
+
+    ``meta`` holds ``config`` (make_model's keyword arguments, vocabulary sizes
+    included), ``source_tokens`` and ``target_tokens`` (index = id), ``pad_id``,
+    ``start_id``, ``end_id``, ``max_source_len``, ``max_new_tokens``, ``examples`` and
+    anything else the page shows.
+    """
+    missing = {
+        "config",
+        "source_tokens",
+        "target_tokens",
+        "pad_id",
+        "start_id",
+        "end_id",
+        "max_source_len",
+        "max_new_tokens",
+        "examples",
+    } - set(meta)
+    if missing:
+        raise ValueError(f"meta for {name!r} lacks {sorted(missing)}")
+    entries, data = tensor_table(model)
+    if len(data) > MAX_BYTES:
+        raise ValueError(
+            f"{name}.bin would be {len(data):,} bytes; "
+            f"the playground's limit is {MAX_BYTES:,}"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bin_path, json_path = out_dir / f"{name}.bin", out_dir / f"{name}.json"
+    bin_path.write_bytes(data)
+    document = {
+        "format": FORMAT,
+        "name": name,
+        **meta,
+        "weights": {
+            "file": bin_path.name,
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
+        "tensors": entries,
+    }
+    json_path.write_text(
+        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return json_path, bin_path
+
+
+def load_model(json_path: Path) -> tuple[torch.nn.Module, dict]:
+    """The package's model (eval mode, CPU) with the file's weights; its metadata."""
+    meta = json.loads(Path(json_path).read_text(encoding="utf-8"))
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}"
+        )
+    data = (Path(json_path).parent / meta["weights"]["file"]).read_bytes()
+    if (
+        len(data) != meta["weights"]["bytes"]
+        or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]
+    ):
+        raise ValueError(
+            f"{meta['weights']['file']} does not match {json_path} (size or sha256)"
+        )
+    floats = torch.frombuffer(bytearray(data), dtype=torch.float32)
+    state = {
+        entry["name"]: floats[
+            entry["offset"] : entry["offset"] + int(torch.Size(entry["shape"]).numel())
+        ]
+        .view(entry["shape"])
+        .clone()
+        for entry in meta["tensors"]
+    }
+    model = make_model(**meta["config"])
+    model.load_state_dict(state, strict=True)
+    return model.eval(), meta
+
+
+def resolve(reference: str):
+    """``"module:name"`` -> the object; None if the module does not exist (yet)."""
+    module_name, name = reference.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        return None
+    return getattr(module, name)
+
+
+def separator(vocab) -> str:
+    """What joins tokens into text: "" if they are characters, " " if they are words."""
+    specials = {vocab.pad_id, vocab.start_id, vocab.end_id}
+    tokens = [
+        token for index, token in enumerate(vocab.tokens) if index not in specials
+    ]
+    return "" if all(len(token) == 1 for token in tokens) else " "
+
+
+def as_text(source, vocab) -> str:
+    """A source as the reader types it: characters run together, words spaced."""
+    return source if isinstance(source, str) else separator(vocab).join(source)
+
+
+def task_meta(task, config: dict, sources: list[str]) -> dict:
+    """The page's metadata for a task (of transformer_book.tasks, with CharVocabs)."""
+    source, target = task.source_vocab, task.target_vocab
+    return {
+        "title": task.name,
+        "config": config,
+        "source_tokens": list(source.tokens),
+        "target_tokens": list(target.tokens),
+        "source_separator": separator(source),
+        "target_separator": separator(target),
+        "pad_id": target.pad_id,
+        "start_id": target.start_id,
+        "end_id": target.end_id,
+        "max_source_len": task.max_source_len,
+        "max_new_tokens": task.max_target_len + 1,  # the target's tokens, then </s>
+        "examples": sources[:EXAMPLES],
+        "parity_inputs": sources[EXAMPLES:],
+    }
+
+
+def held_out_pairs(spec: PlaygroundTask) -> list[tuple]:
+    """The task's held-out pairs, as its chapter draws them (never trained on)."""
+    return resolve(spec.factory)(held_out=True).pairs(
+        HELD_OUT_PAIRS, seed=HELD_OUT_SEED
+    )
+
+
+def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
+    """Train each task there is (its chapter's seed and steps, CPU); export it."""
+    from transformer_book.training import exact_match_accuracy, train_model
+
+    torch.set_num_threads(1)  # the same arithmetic, in the same order, on every run
+    manifest = []
+    for spec in TASKS:
+        factory, config = resolve(spec.factory), resolve(spec.config)
+        if factory is None or config is None:
+            print(f"{spec.name}: skipped, {spec.factory} or {spec.config} is missing")
+            continue
+        task = factory()
+        model, _ = train_model(
+            task,
+            spec.steps,
+            seed=SEED,
+            device="cpu",
+            batch_size=spec.batch_size,
+            config=config,
+        )
+        model = model.cpu().eval()
+        config = {
+            "source_vocab": len(task.source_vocab),
+            "target_vocab": len(task.target_vocab),
+            **config,
+        }
+        held_out = held_out_pairs(spec)
+        sources = [as_text(source, task.source_vocab) for source, _ in held_out]
+        meta = task_meta(task, config, sources[: EXAMPLES + PARITY_INPUTS])
+        accuracy = exact_match_accuracy(model, task, held_out, "cpu")
+        meta["training"] = {
+            "seed": SEED,
+            "steps": spec.steps,
+            "batch_size": spec.batch_size,
+            "device": "cpu",
+            "held_out_exact_match": round(accuracy, 4),
+        }
+        json_path, bin_path = export_model(model, meta, spec.name, out_dir)
+        check_round_trip(model, json_path)
+        manifest.append(
+            {
+                "name": spec.name,
+                "title": meta["title"],
+                "file": json_path.name,
+                "bytes": bin_path.stat().st_size,
+            }
+        )
+        print(
+            f"{spec.name}: {spec.steps} steps, held-out exact match {accuracy:.1%}, "
+            f"{bin_path.stat().st_size:,} bytes in {bin_path.name}"
+        )
+    (out_dir / "manifest.json").write_text(
+        json.dumps({"tasks": manifest}, indent=1) + "\n", encoding="utf-8"
+    )
+    return manifest
+
+
+@torch.no_grad()
+def check_round_trip(model: torch.nn.Module, json_path: Path) -> None:
+    """Fail unless the exported file loads back into make_model as the same function."""
+    loaded, meta = load_model(json_path)
+    source = torch.randint(
+        3,
+        meta["config"]["source_vocab"],
+        (2, 7),
+        generator=torch.Generator().manual_seed(1),
+    )
+    target = torch.randint(
+        3,
+        meta["config"]["target_vocab"],
+        (2, 5),
+        generator=torch.Generator().manual_seed(2),
+    )
+    was_training = model.training
+    expected = model.eval().generator(model(source, target))  # eval: no dropout
+    model.train(was_training)
+    if not torch.equal(loaded.generator(loaded(source, target)), expected):
+        raise AssertionError(
+            f"{json_path}: the exported model computes a different function"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="train again and compare with the committed files",
+    )
+    args = parser.parse_args(argv)
+    if not args.check:
+        train_and_export()
+        return 0
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        train_and_export(Path(scratch))
+        different = [
+            path.name
+            for path in sorted(Path(scratch).iterdir())
+            if not (OUT_DIR / path.name).exists()
+            or (OUT_DIR / path.name).read_bytes() != path.read_bytes()
+        ]
+    print("identical" if not different else f"different: {different}")
+    return 1 if different else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
