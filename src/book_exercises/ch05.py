@@ -224,7 +224,7 @@ STUBS = {
     raise NotImplementedError
 ''',
     "encoder_layer_parameters": '''def encoder_layer_parameters(d_model, heads, d_ff):
-    """The number of trained parameters (weights, biases, gamma, beta) of one encoder layer."""
+    """Trained parameters (weights, biases, gamma, beta) of one encoder layer."""
     # Your code here: attention projections, feed-forward network, two layer norms.
     raise NotImplementedError
 ''',
@@ -245,7 +245,7 @@ def feed_forward(x, w1, b1, w2, b2):
     return hidden @ w2 + b2  # (..., d_model)
 ''',
     "encoder_layer_parameters": '''def encoder_layer_parameters(d_model, heads, d_ff):
-    """The number of trained parameters (weights, biases, gamma, beta) of one encoder layer."""
+    """Trained parameters (weights, biases, gamma, beta) of one encoder layer."""
     # W^Q, W^K, W^V, W^O and their biases; any heads
     attention = 4 * (d_model * d_model + d_model)
     feed_forward = d_model * d_ff + d_ff + d_ff * d_model + d_model  # W1, b1, W2, b2

@@ -1,7 +1,8 @@
 # This file is generated from book/05_feed_forward.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""The encoder layer and the encoder stack (chapter 5, assembled from chapters 3 to 5)."""
+"""The encoder layer and the encoder stack (chapter 5, assembled from chapters 3 to
+5)."""
 
 from __future__ import annotations
 
@@ -17,23 +18,39 @@ from transformer_book.normalization import LayerNorm, SublayerConnection
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the position-wise feed-forward network, each inside a sublayer connection.
+    """Self-attention, then the position-wise feed-forward network, each inside a
+    sublayer connection.
 
-    x (batch, source, d_model) -> (batch, source, d_model). ``mask`` is boolean, True = may attend, with
-    3 axes, e.g. a (batch, 1, source) padding mask, or 4; MultiHeadAttention checks it. With
-    ``need_weights=True`` the attention weights (batch, heads, source, source) are kept in
-    ``self.attention_weights``. ``norm_first`` picks pre-norm; the paper is post-norm.
+    x (batch, source, d_model) -> (batch, source, d_model). ``mask`` is boolean, True =
+    may attend, with 3 axes, e.g. a (batch, 1, source) padding mask, or 4;
+    MultiHeadAttention checks it. With ``need_weights=True`` the attention weights
+    (batch, heads, source, source) are kept in ``self.attention_weights``.
+    ``norm_first`` picks pre-norm; the paper is post-norm.
     """
 
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.sublayers = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
+        self.sublayers = nn.ModuleList(
+            [SublayerConnection(d_model, dropout, norm_first) for _ in range(2)]
+        )
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
         def self_attend(sublayer_input: torch.Tensor) -> torch.Tensor:
             # Queries, keys and values all come from the same sequence.
             output, self.attention_weights = self.self_attn(
@@ -46,56 +63,76 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A stack of num_layers copies of ``layer`` (independent weights), then an optional final layer norm.
+    """A stack of num_layers copies of ``layer`` (independent weights), then an optional
+    final layer norm.
 
-    x (batch, source, d_model) -> (batch, source, d_model). The final norm is needed after pre-norm
-    layers; nn.TransformerEncoder has none unless given ``norm=``, so compare with final_norm=False.
+    x (batch, source, d_model) -> (batch, source, d_model). The final norm is needed
+    after pre-norm layers; nn.TransformerEncoder has none unless given ``norm=``, so
+    compare with final_norm=False.
     """
 
     def __init__(self, layer: EncoderLayer, num_layers: int, final_norm: bool = True):
         super().__init__()
         if num_layers <= 0:
-            raise ValueError(f"num_layers must be positive; got num_layers={num_layers}")
+            raise ValueError(
+                f"num_layers must be positive; got num_layers={num_layers}"
+            )
         self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
         self.norm = LayerNorm(layer.self_attn.d_model) if final_norm else nn.Identity()
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x, mask, need_weights)  # (batch, source, d_model)
         return self.norm(x)  # (batch, source, d_model)
 
 
 def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
-    """Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer ``theirs``
-    computes the same function as our ``ours``: the same d_model, heads and d_ff, the same norm
-    placement, a ReLU, and the same eps in every layer norm. Chapter 7's decoder loader reuses it.
+    """Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer
+    ``theirs`` computes the same function as our ``ours``: the same d_model, heads and
+    d_ff, the same norm placement, a ReLU, and the same eps in every layer norm. Chapter
+    7's decoder loader reuses it.
     """
     our_sizes = (ours.self_attn.d_model, ours.self_attn.heads, ours.feed_forward.d_ff)
-    their_sizes = (theirs.self_attn.embed_dim, theirs.self_attn.num_heads, theirs.linear1.out_features)
+    their_sizes = (
+        theirs.self_attn.embed_dim,
+        theirs.self_attn.num_heads,
+        theirs.linear1.out_features,
+    )
     if our_sizes != their_sizes:
         raise ValueError(
-            "sizes differ: ours d_model={}, heads={}, d_ff={}; theirs d_model={}, nhead={}, dim_feedforward={}".format(
+            "sizes differ: ours d_model={}, heads={}, d_ff={}; "
+            "theirs d_model={}, nhead={}, dim_feedforward={}".format(
                 *our_sizes, *their_sizes
             )
         )
     if ours.sublayers[0].norm_first != theirs.norm_first:
         raise ValueError(
-            f"norm placement differs: ours norm_first={ours.sublayers[0].norm_first}, theirs norm_first={theirs.norm_first}"
+            "norm placement differs: "
+            f"ours norm_first={ours.sublayers[0].norm_first}, "
+            f"theirs norm_first={theirs.norm_first}"
         )
     if not (theirs.activation is F.relu or isinstance(theirs.activation, nn.ReLU)):
         name = getattr(theirs.activation, "__name__", type(theirs.activation).__name__)
         raise ValueError(f"ours uses ReLU; theirs uses activation={name}")
-    for index, sublayer in enumerate(ours.sublayers, start=1):  # norm1, norm2 (and the decoder's norm3)
+    # norm1, norm2 (and the decoder's norm3)
+    for index, sublayer in enumerate(ours.sublayers, start=1):
         their_eps = getattr(theirs, f"norm{index}").eps
         if sublayer.norm.eps != their_eps:
             raise ValueError(
-                f"layer-norm eps differs in norm{index}: ours eps={sublayer.norm.eps}, theirs eps={their_eps}"
+                f"layer-norm eps differs in norm{index}: "
+                f"ours eps={sublayer.norm.eps}, theirs eps={their_eps}"
             )
 
 
 @torch.no_grad()
 def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> None:
-    """Copy ``linear1``/``linear2`` into our FFN and ``norm1``, ``norm2`` (, ``norm3``) into our sublayers' norms."""
+    """Copy ``linear1``/``linear2`` into our FFN and ``norm1``, ``norm2`` (, ``norm3``)
+    into our sublayers' norms."""
     ours.feed_forward.expand.load_state_dict(theirs.linear1.state_dict())
     ours.feed_forward.contract.load_state_dict(theirs.linear2.state_dict())
     for index, sublayer in enumerate(ours.sublayers, start=1):
@@ -105,11 +142,14 @@ def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> Non
 
 
 @torch.no_grad()
-def load_torch_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
-    """Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute the same function.
+def load_torch_encoder_layer(
+    ours: EncoderLayer, theirs: nn.TransformerEncoderLayer
+) -> EncoderLayer:
+    """Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute
+    the same function.
 
-    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff, norm placement,
-    activation (ours is ReLU) or layer-norm eps.
+    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
+    norm placement, activation (ours is ReLU) or layer-norm eps.
     """
     check_torch_layer(ours, theirs)
     load_torch_attention(ours.self_attn, theirs.self_attn)
