@@ -188,33 +188,36 @@ def check_multi_head_attention(function, device=None):
 
 STUBS = {
     "split_heads": '''def split_heads(x, heads):
-    """(batch, seq, d_model) -> (batch, heads, seq, d_k) with d_k = d_model // heads."""
+    """(batch, seq, d_model) -> (batch, heads, seq, d_k), d_k = d_model // heads."""
     # Your code here (2 lines).
     raise NotImplementedError
 ''',
     "merge_heads": '''def merge_heads(x):
-    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k): the heads side by side."""
+    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k): heads side by side."""
     # Your code here (2 lines).
     raise NotImplementedError
 ''',
     "multi_head_attention": '''def multi_head_attention(layer, query, key, value, mask=None):
-    """Multi-head attention with layer.query_proj, key_proj, value_proj, output_proj, layer.heads.
+    """Multi-head attention with layer.query_proj, key_proj, value_proj, output_proj
+    and layer.heads.
 
-    query (batch, n_q, d_model), key and value (batch, n_k, d_model), mask (batch, 1 or n_q, n_k).
+    query (batch, n_q, d_model), key and value (batch, n_k, d_model),
+    mask (batch, 1 or n_q, n_k).
     """
-    # Your code here (about 8 lines); split_heads, merge_heads and masked_attention may help.
+    # Your code here (about 8 lines); split_heads, merge_heads and chapter 2's
+    # masked_attention may help.
     raise NotImplementedError
 ''',
 }
 
 SOLUTIONS = {
     "split_heads": '''def split_heads(x, heads):
-    """(batch, seq, d_model) -> (batch, heads, seq, d_k) with d_k = d_model // heads."""
+    """(batch, seq, d_model) -> (batch, heads, seq, d_k), d_k = d_model // heads."""
     batch, seq, d_model = x.shape
     return x.view(batch, seq, heads, d_model // heads).transpose(1, 2)
 ''',
     "merge_heads": '''def merge_heads(x):
-    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k): the heads side by side."""
+    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k): heads side by side."""
     batch, heads, seq, d_k = x.shape
     return x.transpose(1, 2).reshape(batch, seq, heads * d_k)
 ''',
@@ -224,9 +227,11 @@ import torch
 
 
 def multi_head_attention(layer, query, key, value, mask=None):
-    """Multi-head attention with layer.query_proj, key_proj, value_proj, output_proj, layer.heads.
+    """Multi-head attention with layer.query_proj, key_proj, value_proj, output_proj
+    and layer.heads.
 
-    query (batch, n_q, d_model), key and value (batch, n_k, d_model), mask (batch, 1 or n_q, n_k).
+    query (batch, n_q, d_model), key and value (batch, n_k, d_model),
+    mask (batch, 1 or n_q, n_k).
     """
     batch, d_model, heads = query.size(0), query.size(-1), layer.heads
     d_k = d_model // heads
