@@ -118,6 +118,14 @@ def test_negative_eps_is_refused():
         LayerNorm(4, eps=-0.1)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_integer_input_is_refused_naming_the_dtype(dtype):
+    # Normalized in float32 and cast back, integers would be truncated to -1, 0 or 1.
+    counts = torch.randint(0, 10, (2, 8)).to(dtype)
+    with pytest.raises(ValueError, match=rf"floating-point.*{dtype}"):
+        LayerNorm(8)(counts)
+
+
 def test_wrong_feature_size_names_d_model_and_the_shape():
     with pytest.raises(ValueError, match=r"d_model=8.*\(2, 5, 6\)"):
         LayerNorm(8)(torch.zeros(2, 5, 6))

@@ -1,7 +1,9 @@
 # This file is generated from book/04_add_and_norm.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""Layer normalization and the residual sublayer connection (chapter 4, "Add & Norm")."""
+"""Layer normalization and the residual sublayer connection (chapter 4, "Add &
+Norm").
+"""
 
 from __future__ import annotations
 
@@ -14,17 +16,22 @@ from transformer_book.validation import check_dropout, check_tensor
 
 
 class LayerNorm(nn.Module):
-    """Normalize each token's features to mean 0 and variance 1, then scale by gamma and shift by beta.
+    """Normalize each token's features to mean 0 and variance 1, then scale by gamma
+    and shift by beta.
 
-    (..., d_model) -> (..., d_model). Biased variance and eps inside the square root, statistics in at
-    least float32: the same function as nn.LayerNorm(d_model, eps).
+    (..., d_model) -> (..., d_model). Biased variance and eps inside the square root,
+    statistics in at least float32: the same function as nn.LayerNorm(d_model, eps).
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         if d_model <= 0:
             raise ValueError(f"d_model must be positive; got d_model={d_model}")
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < float("inf"):
+        if (
+            isinstance(eps, bool)
+            or not isinstance(eps, (int, float))
+            or not 0 <= eps < float("inf")
+        ):
             raise ValueError(f"eps must be a non-negative number; got eps={eps!r}")
         self.d_model = d_model
         self.eps = eps
@@ -32,45 +39,69 @@ class LayerNorm(nn.Module):
         self.beta = nn.Parameter(torch.zeros(d_model))  # shift, learned
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # An integer tensor would be normalized in float32 and then truncated back to integers.
+        # An integer tensor would be normalized in float32, then truncated back to
+        # integers: refused, with its dtype named.
         check_tensor("x", x, floating=True, dtype=self.gamma.dtype)
         if x.dim() == 0 or x.size(-1) != self.d_model:
-            raise ValueError(f"expected a last dimension of d_model={self.d_model}; got shape {tuple(x.shape)}")
-        # In float16, eps = 1e-5 is barely representable and 1e-12 rounds to 0: compute the statistics in
-        # float32 (or float64), as nn.LayerNorm does, and only then go back to the input's dtype.
+            raise ValueError(
+                f"expected a last dimension of d_model={self.d_model}; "
+                f"got shape {tuple(x.shape)}"
+            )
+        # In float16, eps = 1e-5 is barely representable and 1e-12 rounds to 0: compute
+        # the statistics in float32 (or float64), as nn.LayerNorm does, and only then go
+        # back to the input's dtype.
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         centred = wide - wide.mean(dim=-1, keepdim=True)  # (..., d_model)
-        variance = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): biased, divided by d_model
-        normalized = (centred / torch.sqrt(variance + self.eps)).to(x.dtype)  # (..., d_model)
+        variance = centred.pow(2).mean(
+            dim=-1, keepdim=True
+        )  # (..., 1): biased, divided by d_model
+        normalized = (centred / torch.sqrt(variance + self.eps)).to(
+            x.dtype
+        )  # (..., d_model)
         return self.gamma * normalized + self.beta  # (..., d_model)
 
 
 class SublayerConnection(nn.Module):
-    """A residual connection around a sublayer, with layer norm after it (post-norm) or before (pre-norm).
+    """A residual connection around a sublayer, with layer norm after it (post-norm)
+    or before it (pre-norm).
 
     post-norm (the paper, norm_first=False):  LayerNorm(x + Dropout(sublayer(x)))
     pre-norm (norm_first=True):               x + Dropout(sublayer(LayerNorm(x)))
-    A stack of pre-norm sublayers needs a final LayerNorm; a post-norm stack's output is normalized already.
+    A stack of pre-norm sublayers needs a final LayerNorm; a post-norm stack's output
+    is normalized already.
     ``sublayer`` maps a (..., d_model) tensor to a tensor of the same shape.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        eps: float = 1e-5,
+    ):
         super().__init__()
         check_dropout(dropout)
         self.norm = LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
         check_tensor("x", x, floating=True)
         if self.norm_first:
-            return x + self.dropout(self._checked(sublayer(self.norm(x)), x))  # (..., d_model)
-        return self.norm(x + self.dropout(self._checked(sublayer(x), x)))  # (..., d_model)
+            return x + self.dropout(
+                self._checked(sublayer(self.norm(x)), x)
+            )  # (..., d_model)
+        return self.norm(
+            x + self.dropout(self._checked(sublayer(x), x))
+        )  # (..., d_model)
 
     @staticmethod
     def _checked(update, x: torch.Tensor) -> torch.Tensor:
-        # The residual addition would silently broadcast a (batch, 1, d_model) update, and a tuple (what
-        # MultiHeadAttention returns) would fail with an unhelpful TypeError: name the problem instead.
+        # The residual addition would silently broadcast a (batch, 1, d_model) update,
+        # and a tuple (what MultiHeadAttention returns) would fail with an unhelpful
+        # TypeError: name the problem instead.
         if isinstance(update, tuple):
             raise TypeError(
                 "the sublayer returned a tuple; pass a function returning one tensor, "
@@ -78,7 +109,8 @@ class SublayerConnection(nn.Module):
             )
         if update.shape != x.shape:
             raise ValueError(
-                f"the sublayer must return its input's shape {tuple(x.shape)} for the residual addition; "
+                f"the sublayer must return its input's shape {tuple(x.shape)} "
+                "for the residual addition; "
                 f"got {tuple(update.shape)}"
             )
         return update
