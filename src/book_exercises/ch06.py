@@ -162,17 +162,17 @@ def check_target_mask(function, device=None):
 
 STUBS = {
     "look_ahead_mask": '''def look_ahead_mask(size):
-    """(size, size) boolean: True where query i may attend to key j, that is j <= i."""
+    """(size, size) boolean: True where query i may attend to key j (j <= i)."""
     # Your code here (1 line).
     raise NotImplementedError
 ''',
     "padding_mask": '''def padding_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, 1, seq) boolean: True at real tokens, False at padding."""
+    """(batch, seq) ids -> (batch, 1, seq): True at real tokens, False at padding."""
     # Your code here (1 line).
     raise NotImplementedError
 ''',
     "target_mask": '''def target_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, seq, seq): True where query i may attend to key j."""
+    """(batch, seq) ids -> (batch, seq, seq): True where query i may read key j."""
     # Your code here (3 lines): padding mask and look-ahead mask together.
     raise NotImplementedError
 ''',
@@ -183,11 +183,11 @@ SOLUTIONS = {
 
 
 def look_ahead_mask(size):
-    """(size, size) boolean: True where query i may attend to key j, that is j <= i."""
-    return torch.ones(size, size, dtype=torch.bool).tril()  # on and below the diagonal
+    """(size, size) boolean: True where query i may attend to key j (j <= i)."""
+    return torch.ones(size, size, dtype=torch.bool).tril()  # diagonal included
 ''',
     "padding_mask": '''def padding_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, 1, seq) boolean: True at real tokens, False at padding."""
+    """(batch, seq) ids -> (batch, 1, seq): True at real tokens, False at padding."""
     # the axis of size 1 broadcasts over the queries
     return (tokens != pad_id).unsqueeze(1)
 ''',
@@ -195,7 +195,7 @@ def look_ahead_mask(size):
 
 
 def target_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, seq, seq): True where query i may attend to key j."""
+    """(batch, seq) ids -> (batch, seq, seq): True where query i may read key j."""
     seq = tokens.size(1)
     real_keys = (tokens != pad_id).unsqueeze(1)  # (batch, 1, seq)
     # (seq, seq)
