@@ -192,18 +192,20 @@ def check_top_k_probabilities(function, device=None):
 
 STUBS = {
     "generator": '''def generator(x, weight, bias):
-    """x (..., d_model), weight (vocab, d_model), bias (vocab,) -> log-probabilities (..., vocab)."""
+    """x (..., d_model), weight (vocab, d_model), bias (vocab,) as in nn.Linear
+    -> log-probabilities over the vocabulary (..., vocab)."""
     # Your code here (1 or 2 lines).
     raise NotImplementedError
 ''',
     "smoothed_targets": '''def smoothed_targets(targets, vocab_size, pad_id, smoothing):
-    """(N,) ids -> (N, vocab): 1 - smoothing on the right token, smoothing / (vocab - 2) elsewhere,
-    0 in the padding column and on rows whose target is padding."""
+    """(N,) ids -> (N, vocab): 1 - smoothing on the right token,
+    smoothing / (vocab - 2) on every other token, and 0 in the padding column
+    and on the rows whose target is padding."""
     # Your code here (about 5 lines).
     raise NotImplementedError
 ''',
     "top_k_probabilities": '''def top_k_probabilities(logits, k, temperature):
-    """softmax(logits / temperature) over the k highest logits only (the others get 0)."""
+    """softmax(logits / temperature) over the k highest logits only (others get 0)."""
     # Your code here (3 lines).
     raise NotImplementedError
 ''',
@@ -214,7 +216,8 @@ SOLUTIONS = {
 
 
 def generator(x, weight, bias):
-    """x (..., d_model), weight (vocab, d_model), bias (vocab,) -> log-probabilities (..., vocab)."""
+    """x (..., d_model), weight (vocab, d_model), bias (vocab,) as in nn.Linear
+    -> log-probabilities over the vocabulary (..., vocab)."""
     logits = x @ weight.T + bias  # (..., vocab)
     return torch.log_softmax(logits, dim=-1)  # stable: subtracts the maximum first
 ''',
@@ -222,10 +225,12 @@ def generator(x, weight, bias):
 
 
 def smoothed_targets(targets, vocab_size, pad_id, smoothing):
-    """(N,) ids -> (N, vocab): 1 - smoothing on the right token, smoothing / (vocab - 2) elsewhere,
-    0 in the padding column and on rows whose target is padding."""
-    distribution = torch.full((targets.size(0), vocab_size), smoothing / (vocab_size - 2),
-                              device=targets.device)  # (N, vocab)
+    """(N,) ids -> (N, vocab): 1 - smoothing on the right token,
+    smoothing / (vocab - 2) on every other token, and 0 in the padding column
+    and on the rows whose target is padding."""
+    share = smoothing / (vocab_size - 2)  # what each other token gets
+    size = (targets.size(0), vocab_size)
+    distribution = torch.full(size, share, device=targets.device)  # (N, vocab)
     distribution.scatter_(1, targets.unsqueeze(1), 1.0 - smoothing)  # the right token
     distribution[:, pad_id] = 0.0  # never predict padding
     distribution[targets == pad_id] = 0.0  # padding positions are not scored
@@ -235,7 +240,7 @@ def smoothed_targets(targets, vocab_size, pad_id, smoothing):
 
 
 def top_k_probabilities(logits, k, temperature):
-    """softmax(logits / temperature) over the k highest logits only (the others get 0)."""
+    """softmax(logits / temperature) over the k highest logits only (others get 0)."""
     scaled = logits / temperature  # (..., vocab)
     kth_best = scaled.topk(k, dim=-1).values[..., -1:]  # (..., 1)
     return torch.softmax(scaled.masked_fill(scaled < kth_best, float("-inf")), dim=-1)

@@ -3,9 +3,10 @@
 
 """The final linear layer and softmax, sampling, and label smoothing (chapter 8).
 
-The generator maps decoder outputs to log-probabilities over the vocabulary; ``sample_next_token``
-chooses a token from them (greedy, temperature, top-k); ``LabelSmoothingLoss`` is the paper's training
-loss, KL divergence to a smoothed target distribution.
+The generator maps decoder outputs to log-probabilities over the vocabulary;
+``sample_next_token`` chooses a token from them (greedy, temperature, top-k);
+``LabelSmoothingLoss`` is the paper's training loss, KL divergence to a smoothed target
+distribution.
 """
 
 from __future__ import annotations
@@ -18,17 +19,22 @@ from transformer_book.validation import check_tensor, check_token_ids
 
 
 class Generator(nn.Module):
-    """Decoder output (..., d_model) -> log-probabilities over the vocabulary (..., vocab_size).
+    """Decoder output (..., d_model) -> log-probabilities over the vocabulary
+    (..., vocab_size).
 
     A linear layer gives one score (logit) per token; log_softmax turns the scores into
-    log-probabilities, stably (the log-sum-exp trick). ``proj.weight`` has shape (vocab_size, d_model),
-    the same as an embedding table's, so the two can be tied (the paper's section 3.4).
+    log-probabilities, stably (the log-sum-exp trick). ``proj.weight`` has shape
+    (vocab_size, d_model), the same as an embedding table's, so the two can be tied (the
+    paper's section 3.4).
     """
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__()
         if d_model <= 0 or vocab_size <= 0:
-            raise ValueError(f"d_model and vocab_size must be positive; got d_model={d_model}, vocab_size={vocab_size}")
+            raise ValueError(
+                "d_model and vocab_size must be positive; "
+                f"got d_model={d_model}, vocab_size={vocab_size}"
+            )
         self.d_model = d_model
         self.vocab_size = vocab_size
         self.proj = nn.Linear(d_model, vocab_size)
@@ -36,7 +42,10 @@ class Generator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, floating=True, dtype=self.proj.weight.dtype)
         if x.dim() == 0 or x.size(-1) != self.d_model:
-            raise ValueError(f"expected decoder outputs (..., d_model={self.d_model}); got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"expected decoder outputs (..., d_model={self.d_model}); "
+                f"got shape {tuple(x.shape)}"
+            )
         return F.log_softmax(self.proj(x), dim=-1)  # (..., vocab_size)
 
 
@@ -48,19 +57,28 @@ def sample_next_token(
 ) -> torch.Tensor:
     """(batch, vocab) logits -> (batch,) token ids; (vocab,) -> a 0-d tensor.
 
-    ``temperature`` 0 is greedy (argmax); otherwise the token is drawn from softmax(logits / temperature),
-    restricted to the ``top_k`` highest logits if given (tokens tied with the k-th are kept). Log-
-    probabilities work as well as logits: they differ by a constant per row, which softmax ignores.
-    ``generator`` (a seeded torch.Generator on the logits' device) makes the draws reproducible.
+    ``temperature`` 0 is greedy (argmax); otherwise the token is drawn from
+    softmax(logits / temperature), restricted to the ``top_k`` highest logits if given
+    (tokens tied with the k-th are kept). Log-probabilities work as well as logits: they
+    differ by a constant per row, which softmax ignores. ``generator`` (a seeded
+    torch.Generator on the logits' device) makes the draws reproducible.
     """
     check_tensor("logits", logits, floating=True)
     if logits.dim() not in (1, 2):
-        raise ValueError(f"logits must have shape (batch, vocab) or (vocab,); got shape {tuple(logits.shape)}")
+        raise ValueError(
+            "logits must have shape (batch, vocab) or (vocab,); "
+            f"got shape {tuple(logits.shape)}"
+        )
     vocab = logits.size(-1)
     if temperature < 0:
-        raise ValueError(f"temperature must be >= 0 (0 means greedy); got temperature={temperature}")
+        raise ValueError(
+            f"temperature must be >= 0 (0 means greedy); got temperature={temperature}"
+        )
     if top_k is not None and not 1 <= top_k <= vocab:
-        raise ValueError(f"top_k must be between 1 and the vocabulary size {vocab}; got top_k={top_k}")
+        raise ValueError(
+            f"top_k must be between 1 and the vocabulary size {vocab}; "
+            f"got top_k={top_k}"
+        )
     if temperature == 0:
         return logits.argmax(dim=-1)
     scaled = logits / temperature  # (..., vocab)
@@ -68,16 +86,18 @@ def sample_next_token(
         kth_best = scaled.topk(top_k, dim=-1).values[..., -1:]  # (..., 1)
         scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
     probabilities = torch.softmax(scaled, dim=-1)  # (..., vocab)
-    drawn = torch.multinomial(probabilities.reshape(-1, vocab), 1, generator=generator)  # (rows, 1)
+    rows = probabilities.reshape(-1, vocab)  # (rows, vocab)
+    drawn = torch.multinomial(rows, 1, generator=generator)  # (rows, 1)
     return drawn.view(logits.shape[:-1])  # (batch,) or ()
 
 
 class LabelSmoothingLoss(nn.Module):
-    """KL divergence to a smoothed target: 1 - smoothing on the right token, the rest spread evenly over
-    the other tokens except padding. Positions whose target is padding contribute nothing.
+    """KL divergence to a smoothed target: 1 - smoothing on the right token, the rest
+    spread evenly over the other tokens except padding. Positions whose target is
+    padding contribute nothing.
 
-    log_probs (N, vocab), targets (N,) -> scalar loss (mean over non-padding positions). Entries with a
-    zero target probability add exactly 0, even where log_probs is -inf.
+    log_probs (N, vocab), targets (N,) -> scalar loss (mean over non-padding positions).
+    Entries with a zero target probability add exactly 0, even where log_probs is -inf.
     """
 
     def __init__(self, vocab_size: int, pad_id: int, smoothing: float = 0.1):
@@ -85,15 +105,24 @@ class LabelSmoothingLoss(nn.Module):
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing must be in [0, 1); got smoothing={smoothing}")
         if vocab_size <= 2:
-            raise ValueError(f"label smoothing needs a vocabulary of more than 2 tokens; got vocab_size={vocab_size}")
+            raise ValueError(
+                "label smoothing needs a vocabulary of more than 2 tokens; "
+                f"got vocab_size={vocab_size}"
+            )
         if not 0 <= pad_id < vocab_size:
-            raise ValueError(f"pad_id must be a token id in [0, {vocab_size}); got pad_id={pad_id}")
+            raise ValueError(
+                f"pad_id must be a token id in [0, {vocab_size}); got pad_id={pad_id}"
+            )
         self.vocab_size, self.pad_id, self.smoothing = vocab_size, pad_id, smoothing
 
-    def smoothed_targets(self, targets: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """(N,) token ids -> (N, vocab) target distributions (all zero on padding rows)."""
-        distribution = torch.full((targets.size(0), self.vocab_size), self.smoothing / (self.vocab_size - 2),
-                                  dtype=dtype, device=targets.device)  # (N, vocab)
+    def smoothed_targets(
+        self, targets: torch.Tensor, dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """(N,) token ids -> (N, vocab) target distributions (zero on padding rows)."""
+        share = self.smoothing / (self.vocab_size - 2)  # what each other token gets
+        size = (targets.size(0), self.vocab_size)
+        # (N, vocab)
+        distribution = torch.full(size, share, dtype=dtype, device=targets.device)
         distribution.scatter_(1, targets.unsqueeze(1), 1.0 - self.smoothing)
         distribution[:, self.pad_id] = 0.0  # never predict padding
         distribution[targets == self.pad_id] = 0.0  # padding positions are not scored
@@ -102,15 +131,19 @@ class LabelSmoothingLoss(nn.Module):
     def forward(self, log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         check_tensor("log_probs", log_probs, floating=True)
         check_tensor("targets", targets)
-        if log_probs.dim() != 2 or log_probs.size(-1) != self.vocab_size or targets.shape != log_probs.shape[:1]:
+        if (
+            log_probs.dim() != 2
+            or log_probs.size(-1) != self.vocab_size
+            or targets.shape != log_probs.shape[:1]
+        ):
             raise ValueError(
-                f"expected log_probs (N, vocab_size={self.vocab_size}) and targets (N,); "
-                f"got {tuple(log_probs.shape)} and {tuple(targets.shape)}"
+                f"expected log_probs (N, vocab_size={self.vocab_size}) and targets "
+                f"(N,); got {tuple(log_probs.shape)} and {tuple(targets.shape)}"
             )
         check_token_ids("targets", targets, self.vocab_size)
-        target_distribution = self.smoothed_targets(targets, log_probs.dtype)  # (N, vocab)
-        # 0 * log p is 0 even where log p = -inf: multiply only where the target probability is positive.
-        cross = torch.where(target_distribution > 0, target_distribution * log_probs, 0.0)  # (N, vocab)
-        per_position = (torch.xlogy(target_distribution, target_distribution) - cross).sum(-1)  # (N,)
+        target = self.smoothed_targets(targets, log_probs.dtype)  # (N, vocab)
+        # 0 * log p is 0 even where log p = -inf: multiply only where target > 0.
+        cross = torch.where(target > 0, target * log_probs, 0.0)  # (N, vocab)
+        per_position = (torch.xlogy(target, target) - cross).sum(-1)  # (N,)
         real = targets != self.pad_id
         return per_position[real].sum() / real.sum().clamp(min=1)
