@@ -208,18 +208,19 @@ def check_teacher_forcing(function, device=None):
 
 STUBS = {
     "cross_attention": '''def cross_attention(x, memory, attention, source_mask):
-    """Decoder states x (batch, target, d_model) attend to the encoder's output memory."""
-    # Your code here (1 line). attention(query, key, value, mask) returns (output, weights).
+    """Decoder states x (batch, target, d_model) attend to the encoder's output."""
+    # Your code here (1 line). attention(query, key, value, mask) -> (output, weights).
     raise NotImplementedError
 ''',
-    "decoder_layer": '''def decoder_layer(x, memory, source_mask, target_mask, self_attn, cross_attn,
-                  feed_forward, norms):
-    """Post-norm decoder layer: masked self-attention, cross-attention, FFN (norms: 3 LayerNorms)."""
+    "decoder_layer": '''def decoder_layer(
+    x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward, norms
+):
+    """Post-norm layer: masked self-attn, cross-attn, FFN (norms: 3 LayerNorms)."""
     # Your code here (3 lines).
     raise NotImplementedError
 ''',
     "teacher_forcing": '''def teacher_forcing(target):
-    """(batch, seq) targets that start with the start token -> (decoder_input, labels)."""
+    """(batch, seq) targets, start token first -> (decoder_input, labels)."""
     # Your code here (1 line).
     raise NotImplementedError
 ''',
@@ -227,19 +228,20 @@ STUBS = {
 
 SOLUTIONS = {
     "cross_attention": '''def cross_attention(x, memory, attention, source_mask):
-    """Decoder states x (batch, target, d_model) attend to the encoder's output memory."""
+    """Decoder states x (batch, target, d_model) attend to the encoder's output."""
     # queries from x; keys, values from memory
     return attention(x, memory, memory, source_mask)[0]
 ''',
-    "decoder_layer": '''def decoder_layer(x, memory, source_mask, target_mask, self_attn, cross_attn,
-                  feed_forward, norms):
-    """Post-norm decoder layer: masked self-attention, cross-attention, FFN (norms: 3 LayerNorms)."""
+    "decoder_layer": '''def decoder_layer(
+    x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward, norms
+):
+    """Post-norm layer: masked self-attn, cross-attn, FFN (norms: 3 LayerNorms)."""
     x = norms[0](x + self_attn(x, x, x, target_mask)[0])  # (batch, target, d_model)
     x = norms[1](x + cross_attn(x, memory, memory, source_mask)[0])
     return norms[2](x + feed_forward(x))
 ''',
     "teacher_forcing": '''def teacher_forcing(target):
-    """(batch, seq) targets that start with the start token -> (decoder_input, labels)."""
+    """(batch, seq) targets, start token first -> (decoder_input, labels)."""
     return target[:, :-1], target[:, 1:]  # read tokens 0..n-2, predict tokens 1..n-1
 ''',
 }

@@ -3,8 +3,9 @@
 
 """The decoder layer and the decoder stack (chapter 7, "Cross-attention").
 
-A decoder layer has three sublayers: masked self-attention over the target, cross-attention from the
-target to the encoder's output (the "memory"), and the position-wise feed-forward network.
+A decoder layer has three sublayers: masked self-attention over the target,
+cross-attention from the target to the encoder's output (the "memory"), and the
+position-wise feed-forward network.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import copy
 import torch
 from torch import nn
 
-from transformer_book.encoder import check_torch_layer, copy_torch_feed_forward_and_norms
+from transformer_book.encoder import (
+    check_torch_layer,
+    copy_torch_feed_forward_and_norms,
+)
 from transformer_book.feed_forward import PositionwiseFeedForward
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
 from transformer_book.normalization import LayerNorm, SublayerConnection
@@ -22,24 +26,34 @@ from transformer_book.validation import check_tensor
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention over the encoder's output (memory), then the FFN.
+    """Masked self-attention, cross-attention over the encoder's output (memory), then
+    the FFN.
 
-    x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target, d_model).
-    ``target_mask`` broadcasts to (batch, target, target) and ``source_mask`` to (batch, target, source);
-    both are boolean, True = may attend. With ``need_weights`` the layer keeps its attention weights in
-    ``self_attention_weights`` (batch, heads, target, target) and ``cross_attention_weights``
-    (batch, heads, target, source). ``cache`` (step-by-step decoding, chapter 9) is
-    {"self": {}, "cross": {"static": True}}: the self-attention cache grows by the new positions at every
-    call, the cross-attention cache projects the memory once and reuses it.
+    x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target,
+    d_model). ``target_mask`` broadcasts to (batch, target, target) and ``source_mask``
+    to (batch, target, source); both are boolean, True = may attend, and are checked by
+    the attentions. With ``need_weights`` the layer keeps its attention weights in
+    ``self_attention_weights`` (batch, heads, target, target) and
+    ``cross_attention_weights`` (batch, heads, target, source). ``cache`` is for
+    step-by-step decoding (chapter 10): {"self": {}, "cross": {"static": True}}.
     """
 
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.sublayers = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
+        self.sublayers = nn.ModuleList(
+            [SublayerConnection(d_model, dropout, norm_first) for _ in range(3)]
+        )
         self.self_attention_weights: torch.Tensor | None = None
         self.cross_attention_weights: torch.Tensor | None = None
 
@@ -56,8 +70,9 @@ class DecoderLayer(nn.Module):
         check_tensor("memory", memory, floating=True)
         if x.dim() != 3 or memory.dim() != 3 or x.size(0) != memory.size(0):
             raise ValueError(
-                "x and memory must have shapes (batch, target, d_model) and (batch, source, d_model) with "
-                f"the same batch; got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
+                "x and memory must have shapes (batch, target, d_model) and "
+                "(batch, source, d_model) with the same batch; "
+                f"got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
             )
         # The masks are checked where they are used, by the attentions (chapter 3).
         self_cache = cache["self"] if cache is not None else None
@@ -82,13 +97,16 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of num_layers copies of ``layer`` (independent weights), each attending to the same
-    memory, then a final layer norm (``final_norm=False`` leaves it out)."""
+    """A stack of num_layers copies of ``layer`` (independent weights), each attending
+    to the same memory, then a final layer norm (``final_norm=False`` leaves it out).
+    """
 
     def __init__(self, layer: DecoderLayer, num_layers: int, final_norm: bool = True):
         super().__init__()
         if num_layers <= 0:
-            raise ValueError(f"num_layers must be positive; got num_layers={num_layers}")
+            raise ValueError(
+                f"num_layers must be positive; got num_layers={num_layers}"
+            )
         self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
         self.norm = LayerNorm(layer.d_model) if final_norm else nn.Identity()
 
@@ -101,23 +119,31 @@ class Decoder(nn.Module):
         need_weights: bool = False,
         caches: list[dict] | None = None,
     ) -> torch.Tensor:
-        """x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target, d_model)."""
+        """x (batch, target, d_model), memory (batch, source, d_model)
+        -> (batch, target, d_model)."""
         if caches is not None and len(caches) != len(self.layers):
-            raise ValueError(f"need one cache per layer: {len(self.layers)} layers, got {len(caches)} caches")
+            raise ValueError(
+                f"need one cache per layer: {len(self.layers)} layers, "
+                f"got {len(caches)} caches"
+            )
         for index, layer in enumerate(self.layers):
             cache = caches[index] if caches is not None else None
-            x = layer(x, memory, source_mask, target_mask, need_weights, cache)  # (batch, target, d_model)
+            # (batch, target, d_model)
+            x = layer(x, memory, source_mask, target_mask, need_weights, cache)
         return self.norm(x)
 
 
 @torch.no_grad()
-def load_torch_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
-    """Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute the same function.
+def load_torch_decoder_layer(
+    ours: DecoderLayer, theirs: nn.TransformerDecoderLayer
+) -> DecoderLayer:
+    """Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute
+    the same function.
 
-    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff, norm placement,
-    activation (ours is ReLU) or layer-norm eps.
+    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
+    norm placement, activation (ours is ReLU) or layer-norm eps.
     """
-    check_torch_layer(ours, theirs)  # chapter 5: same sizes, norm placement, ReLU and eps
+    check_torch_layer(ours, theirs)  # chapter 5: same sizes, norm placement, ReLU, eps
     load_torch_attention(ours.self_attn, theirs.self_attn)
     load_torch_attention(ours.cross_attn, theirs.multihead_attn)
     copy_torch_feed_forward_and_norms(ours, theirs)  # linear1, linear2 and norm1..norm3
