@@ -1,4 +1,4 @@
-"""The capstone chapters' exercise checkers (book_exercises.ch09): each accepts its solution, says
+"""The capstone chapters' exercise checkers (book_exercises.ch09, ch10, ch11): each accepts its solution, says
 "not attempted" for its stub, and rejects typical wrong answers (the solution with one realistic
 edit) with the matching hint. Same style as tests/test_book_exercises.py."""
 
@@ -9,7 +9,7 @@ import pytest
 from book_exercises.core import load_solution
 
 MODULES = {
-    name: importlib.import_module(f"book_exercises.{name}") for name in ("ch09",)
+    name: importlib.import_module(f"book_exercises.{name}") for name in ("ch09", "ch10", "ch11")
 }
 EXERCISES = [
     (chapter, name) for chapter, module in MODULES.items() for name in module.SOLUTIONS
@@ -67,6 +67,125 @@ MUTATIONS = [
         "(log_probs.argmax(dim=-1) == labels) | (labels == pad_id)",
         "(log_probs[:, :-1].argmax(dim=-1) == labels[:, :-1]) | (labels[:, :-1] == pad_id)",
         "the last position",
+    ),
+    (
+        "ch10",
+        "greedy_step",
+        "    next_token = next_token.masked_fill(tokens[:, -1] == end_id, end_id)\n",
+        "",
+        "has ended",
+    ),
+    (
+        "ch10",
+        "greedy_step",
+        "torch.cat([tokens, next_token.unsqueeze(1)], dim=1)",
+        "torch.cat([next_token.unsqueeze(1), tokens], dim=1)",
+        "append the new token at the end",
+    ),
+    (
+        "ch10",
+        "greedy_step",
+        "return torch.cat([tokens, next_token.unsqueeze(1)], dim=1)",
+        "return next_token",
+        "return the whole sequences",
+    ),
+    (
+        "ch10",
+        "length_penalized",
+        "scores / ((5 + lengths) / 6) ** alpha",
+        "scores / lengths ** alpha",
+        "plain length normalisation",
+    ),
+    (
+        "ch10",
+        "length_penalized",
+        "scores / ((5 + lengths) / 6) ** alpha",
+        "scores * ((5 + lengths) / 6) ** alpha",
+        "divide the score by the penalty",
+    ),
+    (
+        "ch10",
+        "length_penalized",
+        "scores / ((5 + lengths) / 6) ** alpha",
+        "scores / ((5 + lengths) / 6)",
+        "to the power alpha",
+    ),
+    (
+        "ch10",
+        "top_p_filter",
+        "drop_sorted = mass_before >= top_p",
+        "drop_sorted = probabilities.cumsum(dim=-1) > top_p",
+        "carries the sum past top_p",
+    ),
+    (
+        "ch10",
+        "top_p_filter",
+        "sorted_logits, order = logits.sort(dim=-1, descending=True)",
+        "sorted_logits, order = logits, torch.arange(logits.size(-1)).expand_as(logits)",
+        "sort the probabilities",
+    ),
+    (
+        "ch10",
+        "top_p_filter",
+        'return logits.masked_fill(drop, float("-inf"))',
+        'return sorted_logits.masked_fill(drop_sorted, float("-inf"))',
+        "original order",
+    ),
+    (
+        "ch11",
+        "attention_entropy",
+        "torch.special.entr(weights).sum(dim=-1)",
+        "(-(weights * weights.log())).sum(dim=-1)",
+        "0 * log 0 = nan",
+    ),
+    (
+        "ch11",
+        "attention_entropy",
+        "torch.special.entr(weights).sum(dim=-1)",
+        "torch.special.entr(weights).sum(dim=-2)",
+        "sum over the keys",
+    ),
+    (
+        "ch11",
+        "attention_entropy",
+        "torch.special.entr(weights).sum(dim=-1)",
+        "(torch.special.entr(weights) / torch.log(torch.tensor(2.0))).sum(dim=-1)",
+        "natural logarithm",
+    ),
+    (
+        "ch11",
+        "alignment_hit_rate",
+        "return hit[counted].float().mean()",
+        "return hit.float().mean()",
+        "leave them out of the average",
+    ),
+    (
+        "ch11",
+        "alignment_hit_rate",
+        "weights.argmax(dim=-1, keepdim=True)",
+        "weights.transpose(-1, -2).argmax(dim=-1, keepdim=True)",
+        "argmax over the keys",
+    ),
+    (
+        "ch11",
+        "alignment_hit_rate",
+        "return hit[counted].float().mean()",
+        "return hit[counted].sum()",
+        "return a fraction",
+    ),
+    (
+        "ch11",
+        "ablate_head",
+        "reshape(batch, seq, heads, width // heads).clone()\n    per_head[:, :, head] = 0.0",
+        "reshape(batch, seq, width // heads, heads).clone()\n    per_head[..., head] = 0.0",
+        "concatenated one after another",
+    ),
+    (
+        "ch11",
+        "ablate_head",
+        "    return per_head.reshape(batch, seq, width)",
+        "    return concatenated - per_head.reshape(batch, seq, width)",
+        "kept only that head",
     ),
 ]
 

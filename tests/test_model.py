@@ -1,4 +1,5 @@
-"""Unit tests of transformer_book.model (chapter 9): assembly, parity with nn.Transformer, decoding."""
+"""Unit tests of transformer_book.model (chapter 9: assembly, parity with nn.Transformer) and
+transformer_book.decoding (chapter 10: greedy, key/value cache, beam search, sampling)."""
 
 import itertools
 import math
@@ -9,14 +10,20 @@ import torch
 from torch import nn
 
 from transformer_book import LabelSmoothingLoss, LayerNorm, MultiHeadAttention, padding_mask, subsequent_mask, target_mask
+import transformer_book
+from transformer_book.decoding import (
+    beam_search,
+    greedy_decode,
+    length_penalized,
+    sample_decode,
+    sequence_log_prob,
+    top_p_filter,
+)
 from transformer_book.model import (
     EmbeddingWithPositions,
     Transformer,
-    beam_search,
-    greedy_decode,
     load_torch_transformer,
     make_model,
-    sequence_log_prob,
     sequence_loss,
     warmup_rate,
 )
@@ -397,3 +404,79 @@ def test_decoding_past_the_positional_table_names_max_len():
     model = small_model(max_len=8).eval()
     with pytest.raises(ValueError, match="max_len=8"):
         greedy_decode(model, torch.tensor([[3, 4, 5]]), None, START, 10)
+
+
+# --- chapter 10's additions ---------------------------------------------------------------------
+
+
+def test_public_api_still_exports_the_decoders():
+    for name in ("greedy_decode", "beam_search", "sequence_log_prob", "length_penalized",
+                 "top_p_filter", "sample_decode"):
+        assert getattr(transformer_book, name) is globals()[name]
+
+
+def test_length_penalized_is_wu_et_al():
+    scores = torch.tensor([-3.0, -6.0])
+    lengths = torch.tensor([1.0, 7.0])
+    assert torch.equal(length_penalized(scores, lengths, 0.0), scores)
+    assert torch.allclose(length_penalized(scores, lengths, 1.0), torch.tensor([-3.0, -3.0]))
+    with pytest.raises(ValueError, match="alpha=-1"):
+        length_penalized(scores, lengths, -1)
+
+
+def test_beam_search_with_length_penalty_is_exhaustive_with_a_full_beam():
+    model = small_model(vocab=5, num_layers=1, d_model=16, d_ff=32, heads=2).eval()
+    source = torch.tensor([[3, 4, 2, 1, 0, 4]])
+    candidates = set()
+    for rest in itertools.product(range(5), repeat=3):
+        if END in rest:
+            cut = rest.index(END) + 1
+            rest = rest[:cut] + (END,) * (3 - cut)
+        candidates.add(rest)
+    candidates = sorted(candidates)
+    sequences = torch.tensor([[START, *rest] for rest in candidates])
+    lengths = torch.tensor([rest.index(END) + 1 if END in rest else 3 for rest in candidates],
+                           dtype=torch.float32)
+    scores = sequence_log_prob(model, source.expand(len(sequences), -1), None, sequences, end_id=END)
+    for alpha in (0.0, 0.6, 2.0):
+        best = sequences[length_penalized(scores, lengths, alpha).argmax()]
+        found, _ = beam_search(model, source, None, START, 3, 125, END, alpha)
+        assert torch.equal(found[0], best), alpha
+
+
+def test_top_p_filter_keeps_the_smallest_nucleus():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.0, 0.0, 5.0, 0.0]]).log_softmax(-1)
+    probabilities = logits.exp()
+    for top_p in (0.05, 0.5, 0.7, 0.9, 0.99, 1.0):
+        kept = top_p_filter(logits, top_p).isfinite()
+        for row in range(2):
+            order = probabilities[row].argsort(descending=True)
+            mass = probabilities[row][order].cumsum(0)
+            size = int((mass < top_p).sum()) + 1  # the fewest tokens that reach top_p
+            assert kept[row].sum() == min(size, 4)
+            assert kept[row][order[:size]].all()
+    with pytest.raises(ValueError, match="top_p=0"):
+        top_p_filter(logits, 0)
+
+
+def test_sample_decode_at_temperature_zero_or_top_k_one_is_greedy():
+    model = small_model().eval()
+    source, _ = padded_batch()
+    mask = padding_mask(source, PAD)
+    greedy = greedy_decode(model, source, mask, START, 8, END)
+    assert torch.equal(sample_decode(model, source, mask, START, 8, 0.0, end_id=END), greedy)
+    generator = torch.Generator().manual_seed(0)
+    assert torch.equal(sample_decode(model, source, mask, START, 8, 1.0, top_k=1, end_id=END,
+                                     generator=generator), greedy)
+    assert torch.equal(sample_decode(model, source, mask, START, 8, 1.0, top_p=1e-6, end_id=END,
+                                     generator=generator), greedy)
+
+
+def test_sample_decode_is_reproducible_with_a_seeded_generator():
+    model = small_model().eval()
+    source, _ = padded_batch()
+    runs = [sample_decode(model, source, None, START, 8, 1.5,
+                          generator=torch.Generator().manual_seed(3)) for _ in range(2)]
+    assert torch.equal(*runs)
+    with pytest.raises(ValueError, match="temperature=-1"):
+        sample_decode(model, source, None, START, 8, -1)

@@ -74,3 +74,12 @@ def test_teacher_forced_exact_match_equals_greedy_decoding():
     score = exact_match_accuracy(model, task, pairs, batch_size=25)
     assert 0.2 < score < 1.0  # partly trained: some dates right, some wrong
     assert score == pytest.approx(greedy_exact(model, task, pairs))
+
+
+def test_a_shorter_run_is_the_start_of_a_longer_one():
+    # Chapter 11 reuses the first steps of chapter 9's run as its ablation baseline: the batches
+    # and learning rates of step s must not depend on the total number of steps.
+    task = dates_task()
+    _, short = train_model(task, 3, seed=4, config=TINY, batch_size=8)
+    _, long = train_model(task, 5, seed=4, config=TINY, batch_size=8)
+    assert short == long[:3]

@@ -25,7 +25,7 @@ CHAPTERS = {
     8: "08_linear_and_softmax",
     9: "09_full_transformer",
     10: "10_decoding",
-    11: "11_what_it_learned",
+    11: "11_inside_the_model",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -56,7 +56,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "linear_and_softmax": ("linear", "softmax"),
     "full_transformer": (),  # filled in below: everything
     "decoding": (*DECODER, "linear", "softmax", "loop"),
-    "what_it_learned": ATTENTION,
+    "inside_the_model": ATTENTION,
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 

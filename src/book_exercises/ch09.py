@@ -220,7 +220,7 @@ STUBS = {
     raise NotImplementedError
 ''',
     "teacher_forced_exact_match": '''def teacher_forced_exact_match(log_probs, labels, pad_id):
-    """(batch, t, vocab), (batch, t) -> (batch,) True where every real label is the argmax."""
+    """(batch, t, vocab), (batch, t) -> (batch,): is every real label the argmax?"""
     # Your code here (2 lines).
     raise NotImplementedError
 ''',
@@ -241,7 +241,7 @@ SOLUTIONS = {
     return layers * (encoder_layer + decoder_layer) + vocab * d_model + vocab
 ''',
     "teacher_forced_exact_match": '''def teacher_forced_exact_match(log_probs, labels, pad_id):
-    """(batch, t, vocab), (batch, t) -> (batch,) True where every real label is the argmax."""
+    """(batch, t, vocab), (batch, t) -> (batch,): is every real label the argmax?"""
     right = (log_probs.argmax(dim=-1) == labels) | (labels == pad_id)  # (batch, t)
     return right.all(dim=1)  # (batch,)
 ''',

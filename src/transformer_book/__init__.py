@@ -11,14 +11,19 @@ from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_l
 from transformer_book.feed_forward import PositionwiseFeedForward
 from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
 from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
+from transformer_book.decoding import (
+    beam_search,
+    greedy_decode,
+    length_penalized,
+    sample_decode,
+    sequence_log_prob,
+    top_p_filter,
+)
 from transformer_book.model import (
     EmbeddingWithPositions,
     Transformer,
-    beam_search,
-    greedy_decode,
     load_torch_transformer,
     make_model,
-    sequence_log_prob,
     sequence_loss,
     warmup_rate,
 )
@@ -45,12 +50,14 @@ __all__ = [
     "check_attention_mask",
     "check_mask",
     "greedy_decode",
+    "length_penalized",
     "load_torch_attention",
     "load_torch_decoder_layer",
     "load_torch_encoder_layer",
     "load_torch_transformer",
     "make_model",
     "padding_mask",
+    "sample_decode",
     "sample_next_token",
     "scaled_dot_product_attention",
     "sequence_log_prob",
@@ -58,5 +65,6 @@ __all__ = [
     "sinusoidal_table",
     "subsequent_mask",
     "target_mask",
+    "top_p_filter",
     "warmup_rate",
 ]

@@ -99,9 +99,8 @@ class MultiHeadAttention(nn.Module):
         self.heads = heads
         self.d_k = d_model // heads
         self.scale = scale  # None: 1/sqrt(d_k), as in the paper
-        self.query_proj = nn.Linear(
-            d_model, d_model, bias=bias
-        )  # W^Q of all heads, stacked
+        # W^Q of all heads, stacked
+        self.query_proj = nn.Linear(d_model, d_model, bias=bias)
         self.key_proj = nn.Linear(d_model, d_model, bias=bias)  # W^K
         self.value_proj = nn.Linear(d_model, d_model, bias=bias)  # W^V
         self.output_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
@@ -136,19 +135,18 @@ class MultiHeadAttention(nn.Module):
         (cross-attention) is filled once and then reused.
         """
         self._check_inputs(query, key, value)
-        queries = self.split_heads(
-            self.query_proj(query)
-        )  # (batch, heads, queries, d_k)
+        # (batch, heads, queries, d_k)
+        queries = self.split_heads(self.query_proj(query))
         if cache is not None and cache.get("static") and "key" in cache:
+            # projected once, from the encoder's output
             keys, values = (
                 cache["key"],
                 cache["value"],
-            )  # projected once, from the encoder's output
+            )
         else:
             keys = self.split_heads(self.key_proj(key))  # (batch, heads, keys, d_k)
-            values = self.split_heads(
-                self.value_proj(value)
-            )  # (batch, heads, keys, d_k)
+            # (batch, heads, keys, d_k)
+            values = self.split_heads(self.value_proj(value))
             if cache is not None:
                 if "key" in cache:  # self-attention while decoding: append this step
                     keys = torch.cat([cache["key"], keys], dim=2)
@@ -160,9 +158,8 @@ class MultiHeadAttention(nn.Module):
                 mask, batch, query_count, keys.size(2), heads=self.heads
             )
             if mask.dim() == 3:
-                mask = mask.unsqueeze(
-                    1
-                )  # (batch, 1, queries or 1, keys): the same mask for every head
+                # (batch, 1, queries or 1, keys): the same mask for every head
+                mask = mask.unsqueeze(1)
         if need_weights:
             attended, weights = scaled_dot_product_attention(
                 queries, keys, values, mask, self.dropout, self.scale
@@ -170,6 +167,7 @@ class MultiHeadAttention(nn.Module):
         else:
             # The same computation in PyTorch's fused kernel: faster, and it never
             # stores the weights.
+            # (batch, heads, queries, d_k)
             attended = F.scaled_dot_product_attention(
                 queries,
                 keys,
@@ -177,7 +175,7 @@ class MultiHeadAttention(nn.Module):
                 attn_mask=mask,
                 dropout_p=self.dropout.p if self.training else 0.0,
                 scale=self.scale,
-            )  # (batch, heads, queries, d_k)
+            )
             if mask is not None:
                 # A query that may attend to nothing gets a zero output, as on the
                 # explicit path. PyTorch's CPU kernel already returns zeros there; we do

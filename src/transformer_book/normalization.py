@@ -52,12 +52,10 @@ class LayerNorm(nn.Module):
         # back to the input's dtype.
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         centred = wide - wide.mean(dim=-1, keepdim=True)  # (..., d_model)
-        variance = centred.pow(2).mean(
-            dim=-1, keepdim=True
-        )  # (..., 1): biased, divided by d_model
-        normalized = (centred / torch.sqrt(variance + self.eps)).to(
-            x.dtype
-        )  # (..., d_model)
+        # (..., 1): biased, divided by d_model
+        variance = centred.pow(2).mean(dim=-1, keepdim=True)
+        # (..., d_model)
+        normalized = (centred / torch.sqrt(variance + self.eps)).to(x.dtype)
         return self.gamma * normalized + self.beta  # (..., d_model)
 
 
@@ -90,12 +88,10 @@ class SublayerConnection(nn.Module):
     ) -> torch.Tensor:
         check_tensor("x", x, floating=True)
         if self.norm_first:
-            return x + self.dropout(
-                self._checked(sublayer(self.norm(x)), x)
-            )  # (..., d_model)
-        return self.norm(
-            x + self.dropout(self._checked(sublayer(x), x))
-        )  # (..., d_model)
+            # (..., d_model)
+            return x + self.dropout(self._checked(sublayer(self.norm(x)), x))
+        # (..., d_model)
+        return self.norm(x + self.dropout(self._checked(sublayer(x), x)))
 
     @staticmethod
     def _checked(update, x: torch.Tensor) -> torch.Tensor:
