@@ -1,9 +1,12 @@
 """Tests for transformer_book.training (chapter 9): fixed-step training, teacher-forced exact match."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from transformer_book.masking import padding_mask, subsequent_mask
+from transformer_book.model import make_model
 from transformer_book.tasks import dates_task
 from transformer_book.training import DATES_CONFIG, exact_match_accuracy, train_model
 
@@ -83,3 +86,48 @@ def test_a_shorter_run_is_the_start_of_a_longer_one():
     _, short = train_model(task, 3, seed=4, config=TINY, batch_size=8)
     _, long = train_model(task, 5, seed=4, config=TINY, batch_size=8)
     assert short == long[:3]
+
+
+# The weights the package ships (chapters 10 and 11 load them instead of training again).
+
+
+def test_shipped_dates_model_is_chapter_9s_configuration_and_training():
+    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
+
+    model, history = trained_dates_model()
+    assert not model.training  # eval mode: no dropout when decoding
+    assert len(history) == DATES_TRAINING["steps"]
+    assert [row["step"] for row in history] == list(range(1, DATES_TRAINING["steps"] + 1))
+    task = dates_task()
+    reference = make_model(len(task.source_vocab), len(task.target_vocab), **DATES_CONFIG)
+    assert {name: value.shape for name, value in model.state_dict().items()} == {
+        name: value.shape for name, value in reference.state_dict().items()
+    }
+
+
+def test_shipped_dates_model_passes_chapter_9s_test():
+    from transformer_book.training import exact_match_accuracy, trained_dates_model
+
+    model, _ = trained_dates_model()
+    held_out = dates_task(held_out=True).pairs(1000, seed=1)
+    assert exact_match_accuracy(model, dates_task(), held_out, "cpu") >= 0.99
+
+
+def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
+    import sys
+    from importlib.resources import files
+
+    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import export_playground
+    playground, meta = export_playground.load_model(
+        export_playground.OUT_DIR / "dates.json"
+    )
+    ours, _ = trained_dates_model()
+    for name, value in ours.state_dict().items():
+        assert torch.equal(value, playground.state_dict()[name]), name
+    with (files("transformer_book") / "weights" / "dates.pt").open("rb") as handle:
+        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    assert saved["training"] == DATES_TRAINING and saved["config"] == DATES_CONFIG
+    assert meta["training"]["steps"] == DATES_TRAINING["steps"]

@@ -32,39 +32,52 @@ from transformer_book.model import make_model  # after the path is set
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 FORMAT = "transformer-book-playground/1"
-SEED = 0  # train_model's seed: chapter 9's
 
 
 @dataclass(frozen=True)
 class PlaygroundTask:
     """A task of the capstone chapters, and how its chapter trains it.
 
-    ``factory`` and ``config`` are "module:name" of the Task factory (called with
-    ``held_out=True`` for the held-out pairs) and of make_model's keyword arguments;
-    ``steps`` and ``batch_size`` are the chapter's fixed, seeded training.
+    ``factory``, ``config`` and ``training`` are "module:name" of the Task factory
+    (called with ``held_out=True`` for the held-out pairs), of make_model's keyword
+    arguments and of train_model's (the chapter's fixed, seeded training: steps, seed,
+    batch_size, ...). ``package_file``, if given, is where the package gets its own copy
+    of the trained weights (``transformer_book.training.trained_dates_model`` loads it).
     """
 
     name: str
     factory: str
     config: str
-    steps: int
-    batch_size: int
+    training: str
+    package_file: Path | None = None
+
+    @property
+    def options(self) -> dict:
+        return dict(resolve(self.training) or {})
+
+    @property
+    def steps(self) -> int:
+        return self.options["steps"]
+
+    @property
+    def batch_size(self) -> int:
+        return self.options["batch_size"]
 
 
-TASKS = [  # chapter 9: train_model(dates_task(), 300, seed=0, batch_size=128)
-    PlaygroundTask(
+PACKAGE_WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
+TASKS = [
+    PlaygroundTask(  # chapter 9: train_model(dates_task(), **DATES_TRAINING)
         "dates",
         "transformer_book.tasks:dates_task",
         "transformer_book.training:DATES_CONFIG",
-        steps=300,
-        batch_size=128,
+        "transformer_book.training:DATES_TRAINING",
+        package_file=PACKAGE_WEIGHTS / "dates.pt",
     ),
-    PlaygroundTask(
+    PlaygroundTask(  # chapter 12: train_model(numbers_task(), **NUMBERS_TRAINING)
         "numbers",
         "transformer_book.numerals:numbers_task",
         "transformer_book.numerals:NUMBERS_CONFIG",
-        steps=1500,
-        batch_size=128,
+        "transformer_book.numerals:NUMBERS_TRAINING",
     ),
 ]
 EXAMPLES = 3  # held-out sources shown on the page
@@ -182,7 +195,7 @@ def resolve(reference: str):
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
         return None
-    return getattr(module, name)
+    return getattr(module, name, None)
 
 
 def separator(vocab) -> str:
@@ -234,19 +247,16 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
     manifest = []
     for spec in TASKS:
         factory, config = resolve(spec.factory), resolve(spec.config)
-        if factory is None or config is None:
-            print(f"{spec.name}: skipped, {spec.factory} or {spec.config} is missing")
+        training = resolve(spec.training)
+        if factory is None or config is None or training is None:
+            print(f"{spec.name}: skipped, {spec.factory}, {spec.config} or "
+                  f"{spec.training} is missing")
             continue
         task = factory()
-        model, _ = train_model(
-            task,
-            spec.steps,
-            seed=SEED,
-            device="cpu",
-            batch_size=spec.batch_size,
-            config=config,
-        )
+        model, history = train_model(task, **training, device="cpu", config=config)
         model = model.cpu().eval()
+        if spec.package_file is not None:
+            save_for_package(model, task, config, training, history, spec, out_dir)
         config = {
             "source_vocab": len(task.source_vocab),
             "target_vocab": len(task.target_vocab),
@@ -257,9 +267,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         meta = task_meta(task, config, sources[: EXAMPLES + PARITY_INPUTS])
         accuracy = exact_match_accuracy(model, task, held_out, "cpu")
         meta["training"] = {
-            "seed": SEED,
-            "steps": spec.steps,
-            "batch_size": spec.batch_size,
+            **training,
             "device": "cpu",
             "held_out_exact_match": round(accuracy, 4),
         }
@@ -281,6 +289,26 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         json.dumps({"tasks": manifest}, indent=1) + "\n", encoding="utf-8"
     )
     return manifest
+
+
+def save_for_package(model, task, config, training, history, spec, out_dir) -> Path:
+    """The package's copy of the trained model (torch.save of plain tensors and numbers,
+    loadable with weights_only=True), with the history train_model returned. Written
+    next to the playground files when exporting elsewhere (``--check``)."""
+    path = spec.package_file if out_dir == OUT_DIR else out_dir / spec.package_file.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "config": dict(config),
+            "training": dict(training),
+            "source_vocab": len(task.source_vocab),
+            "target_vocab": len(task.target_vocab),
+            "state_dict": {name: value.clone() for name, value in model.state_dict().items()},
+            "history": history,
+        },
+        path,
+    )
+    return path
 
 
 @torch.no_grad()
@@ -323,11 +351,14 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as scratch:
         train_and_export(Path(scratch))
+        committed = {path.name: path for path in OUT_DIR.iterdir()}
+        committed |= {spec.package_file.name: spec.package_file for spec in TASKS
+                      if spec.package_file is not None}
         different = [
             path.name
             for path in sorted(Path(scratch).iterdir())
-            if not (OUT_DIR / path.name).exists()
-            or (OUT_DIR / path.name).read_bytes() != path.read_bytes()
+            if path.name not in committed
+            or committed[path.name].read_bytes() != path.read_bytes()
         ]
     print("identical" if not different else f"different: {different}")
     return 1 if different else 0

@@ -16,6 +16,9 @@ from transformer_book.tasks import Task
 
 # make_model keyword arguments for the dates task: about 240,000 parameters.
 DATES_CONFIG = dict(num_layers=2, d_model=64, d_ff=256, heads=4, dropout=0.1)
+# How chapter 9 trains it: train_model(dates_task(), **DATES_TRAINING). Chapters 10
+# and 11 load the result, which the package ships (trained_dates_model, below).
+DATES_TRAINING = dict(steps=300, seed=0, batch_size=64)
 
 
 def train_model(
@@ -108,3 +111,16 @@ def exact_match_accuracy(
         right += int(correct.all(dim=1).sum().item())
     model.train(was_training)
     return right / len(pairs)
+
+
+def trained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
+    """(model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
+    weights shipped with the package (``weights/dates.pt``, written on a CPU by
+    tools/export_playground.py); the model in eval mode, on ``device``."""
+    from importlib.resources import files
+
+    with (files("transformer_book") / "weights" / "dates.pt").open("rb") as handle:
+        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    model = make_model(saved["source_vocab"], saved["target_vocab"], **saved["config"])
+    model.load_state_dict(saved["state_dict"])
+    return model.to(device).eval(), saved["history"]
