@@ -28,6 +28,13 @@ from transformer_book.model import (
     warmup_rate,
 )
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.numerals import (
+    NUMBERS_CONFIG,
+    NUMBERS_TRAINING,
+    chinese_numeral,
+    english_words,
+    numbers_task,
+)
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
 
@@ -41,6 +48,8 @@ __all__ = [
     "Generator",
     "LabelSmoothingLoss",
     "LayerNorm",
+    "NUMBERS_CONFIG",
+    "NUMBERS_TRAINING",
     "MultiHeadAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
@@ -49,6 +58,8 @@ __all__ = [
     "beam_search",
     "check_attention_mask",
     "check_mask",
+    "chinese_numeral",
+    "english_words",
     "greedy_decode",
     "length_penalized",
     "load_torch_attention",
@@ -56,6 +67,7 @@ __all__ = [
     "load_torch_encoder_layer",
     "load_torch_transformer",
     "make_model",
+    "numbers_task",
     "padding_mask",
     "sample_decode",
     "sample_next_token",
