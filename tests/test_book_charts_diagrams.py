@@ -25,6 +25,7 @@ EXPECTED_CHAPTERS = [
     "09_full_transformer",
     "10_decoding",
     "11_inside_the_model",
+    "12_search_matters",
 ]
 SMALL = ModelConfig(d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3,
                     source_len=7, target_len=5)
@@ -125,8 +126,8 @@ def test_every_chapter_highlights_something_and_names_it_in_the_title():
 def test_bad_highlight_names_the_value_and_the_choices():
     with pytest.raises(ValueError, match=r"multi_head_attention.*got highlight='attn'"):
         architecture("attn")
-    with pytest.raises(ValueError, match="highlight=12"):
-        architecture(12)
+    with pytest.raises(ValueError, match="highlight=13"):
+        architecture(13)
     assert resolve_highlight("book/06_masking.ipynb") == ("masking", 6)
 
 

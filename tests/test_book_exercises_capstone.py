@@ -1,4 +1,4 @@
-"""The capstone chapters' exercise checkers (book_exercises.ch09, ch10, ch11): each accepts its solution, says
+"""The capstone chapters' exercise checkers (book_exercises.ch09 to ch12): each accepts its solution, says
 "not attempted" for its stub, and rejects typical wrong answers (the solution with one realistic
 edit) with the matching hint. Same style as tests/test_book_exercises.py."""
 
@@ -9,7 +9,7 @@ import pytest
 from book_exercises.core import load_solution
 
 MODULES = {
-    name: importlib.import_module(f"book_exercises.{name}") for name in ("ch09", "ch10", "ch11")
+    name: importlib.import_module(f"book_exercises.{name}") for name in ("ch09", "ch10", "ch11", "ch12")
 }
 EXERCISES = [
     (chapter, name) for chapter, module in MODULES.items() for name in module.SOLUTIONS
@@ -186,6 +186,65 @@ MUTATIONS = [
         "    return per_head.reshape(batch, seq, width)",
         "    return concatenated - per_head.reshape(batch, seq, width)",
         "kept only that head",
+    ),
+    (
+        "ch12",
+        "chinese_numeral",
+        '            text += "零"  # one 零 for a whole run of zeros\n',
+        "            pass\n",
+        "which English never says",
+    ),
+    (
+        "ch12",
+        "chinese_numeral",
+        'text += "零"  # one 零',
+        'text += "零" * zeros_before  # one 零',
+        "a whole run of zeros",
+    ),
+    (
+        "ch12",
+        "chinese_numeral",
+        'if not (character == "1" and place == 1 and not text):',
+        "if True:",
+        "12 is 十二",
+    ),
+    (
+        "ch12",
+        "chinese_numeral",
+        'if not (character == "1" and place == 1 and not text):',
+        'if not (character == "1" and place == 1):',
+        "110 is 一百一十",
+    ),
+    (
+        "ch12",
+        "chinese_numeral",
+        "            zeros_before += 1  # zeros at the end are never written\n            continue",
+        '            text += "零"\n            continue',
+        "zeros at the end",
+    ),
+    ("ch12", "search_error", ".sum(dim=-1) >", ".sum(dim=-1) >=", "a tie is no search error"),
+    ("ch12", "search_error", ".sum(dim=-1)", ".mean(dim=-1)", "compare total log-probabilities"),
+    ("ch12", "search_error", ".sum(dim=-1) >", ".sum(dim=-1) <", "MORE probable"),
+    (
+        "ch12",
+        "beam_step",
+        "candidates = scores.unsqueeze(-1) + log_probs",
+        "candidates = log_probs",
+        "add each prefix's score",
+    ),
+    (
+        "ch12",
+        "beam_step",
+        "return best_scores, best // vocab, best % vocab",
+        "return best_scores, best % vocab, best // vocab",
+        "beam * vocab + token",
+    ),
+    (
+        "ch12",
+        "beam_step",
+        "candidates.flatten(1).topk(beam_size, dim=-1)",
+        "candidates.max(dim=-1)",
+        "flatten them",
     ),
 ]
 

@@ -26,6 +26,7 @@ CHAPTERS = {
     9: "09_full_transformer",
     10: "10_decoding",
     11: "11_inside_the_model",
+    12: "12_search_matters",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -39,6 +40,7 @@ CHAPTER_TITLES = {
     9: "the whole Transformer",
     10: "decoding, one token at a time",
     11: "what the attention heads learned",
+    12: "when search matters: greedy against beam search",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -57,6 +59,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "full_transformer": (),  # filled in below: everything
     "decoding": (*DECODER, "linear", "softmax", "loop"),
     "inside_the_model": ATTENTION,
+    "search_matters": (*DECODER, "linear", "softmax", "loop"),
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -229,7 +232,8 @@ def architecture(
         Note("memory (K, V)", 100, 281, "left", 9.5, tooltip=memory),
     ]
     links = [(9, "Ch. 9: the whole model"), (2, "Ch. 2: attention inside each head"),
-             (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned")]
+             (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned"),
+             (12, "Ch. 12: when search matters")]
     for row, (number, text) in enumerate(links):
         notes.append(Note(text, 10, 392 - 15 * row, "left", 10, color=HIGHLIGHT if number == chapter else LINK,
                           bold=number == chapter, href=chapter_page(number),

@@ -37,8 +37,17 @@ from transformer_book.numerals import (
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
+from transformer_book.training import (
+    DATES_CONFIG,
+    DATES_TRAINING,
+    exact_match_accuracy,
+    train_model,
+    trained_dates_model,
+)
 
 __all__ = [
+    "DATES_CONFIG",
+    "DATES_TRAINING",
     "Decoder",
     "DecoderLayer",
     "EmbeddingWithPositions",
@@ -58,6 +67,7 @@ __all__ = [
     "beam_search",
     "check_attention_mask",
     "check_mask",
+    "exact_match_accuracy",
     "chinese_numeral",
     "english_words",
     "greedy_decode",
@@ -77,6 +87,8 @@ __all__ = [
     "sinusoidal_table",
     "subsequent_mask",
     "target_mask",
+    "train_model",
+    "trained_dates_model",
     "top_p_filter",
     "warmup_rate",
 ]
