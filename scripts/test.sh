@@ -20,5 +20,7 @@ if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 .venv/bin/jupyter-book build . --warningiserror --nitpick --keep-going --quiet
-.venv/bin/python -m pytest tests book \
+# Two pytest workers (pytest-xdist), one per core; --dist loadfile keeps each file, so each
+# notebook's cells and each module's fixtures, on one worker. PYTEST_WORKERS=0 runs in one process.
+.venv/bin/python -m pytest tests book -n "${PYTEST_WORKERS:-2}" --dist loadfile \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "$@"

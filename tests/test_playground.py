@@ -322,7 +322,10 @@ def test_the_page_has_a_trained_model():
         held_out = export_playground.held_out_pairs(spec)
         accuracy = exact_match_accuracy(model, task, held_out, "cpu")
         assert round(accuracy, 4) == meta["training"]["held_out_exact_match"]
-        assert accuracy >= 0.95, f"{json_name}: held-out exact match {accuracy:.1%}"
+        # What its chapter asserts: the dates model is nearly perfect (chapter 9); the
+        # number-words model is trained briefly on purpose, right about half the time (ch. 12).
+        floor = {"dates": 0.99, "numbers": 0.40}[meta["name"]]
+        assert accuracy >= floor, f"{json_name}: held-out exact match {accuracy:.1%}"
 
 
 @pytest.mark.parametrize("json_name", committed_tasks())
