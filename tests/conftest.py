@@ -11,3 +11,21 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 import os  # noqa: E402
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's binary, driven by Playwright), for the browser tests."""
+    from playwright.sync_api import sync_playwright
+
+    from browser_support import CHROMIUM_FLAGS, chromium_path
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_FLAGS
+        )
+        yield instance
+        instance.close()

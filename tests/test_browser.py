@@ -16,41 +16,22 @@ code hidden with the ``hide-input`` tag is collapsed. In the dark theme every ch
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-import shutil
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
 import pytest
+from browser_support import local_only_tab, serve
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_HTML: test a book built elsewhere
-CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WIDTHS = {"laptop": 1280, "phone": 390}
 # The phone view also uses the dark theme: layout does not depend on the theme, so one visit checks both.
 VIEWS = [("laptop", "light"), ("phone", "dark")]
 PAGES = sorted(path.relative_to(SITE).as_posix() for path in SITE.rglob("*.html") if "_static" not in path.parts) if SITE.exists() else []
-
-
-def chromium_path() -> str:
-    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.fail("Chromium not found: install Debian's `chromium` (scripts/test.sh does) or set CHROMIUM")
-    return path
 
 
 def charts_in_notebook(page: str) -> int:
@@ -67,30 +48,11 @@ def charts_in_notebook(page: str) -> int:
     )
 
 
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
-        pass
-
-
 @pytest.fixture(scope="module")
 def server():
     if not (SITE / "index.html").exists():
         pytest.fail(f"{SITE} has no built book: run `jupyter-book build . -W` first (scripts/test.sh does)")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(SITE)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
-        yield instance
-        instance.close()
+    return serve(str(SITE))
 
 
 def test_every_page_is_tested():
@@ -140,22 +102,7 @@ LAYOUT_PROBLEMS = """(checkCode) => {
 @pytest.mark.parametrize("page", PAGES)
 def test_page_renders_offline(server, browser, page, device, theme):
     width = WIDTHS[device]
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    if theme == "dark":  # pydata-sphinx-theme reads the reader's choice from localStorage
-        context.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
-    outside_requests: list[str] = []
-    errors: list[str] = []
-
-    def refuse_outside(route):
-        if urlparse(route.request.url).hostname != "127.0.0.1":
-            outside_requests.append(route.request.url)
-            return route.abort()
-        return route.continue_()
-
-    context.route("**/*", refuse_outside)
-    tab = context.new_page()
-    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
-    tab.on("console", lambda message: errors.append(f"console.{message.type}: {message.text}") if message.type == "error" else None)
+    context, tab, outside_requests, errors = local_only_tab(browser, width, dark=theme == "dark")
     tab.goto(f"{server}/{page}", wait_until="load")
     redirect = re.search(
         r'http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', (SITE / page).read_text(encoding="utf-8"), re.IGNORECASE

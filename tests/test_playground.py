@@ -13,42 +13,27 @@ Everything is served on 127.0.0.1; any other request is refused and fails the te
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlparse
 
 import export_playground
 import pytest
 import torch
+from browser_support import local_only_tab, serve
 
+from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.masking import subsequent_mask
 from transformer_book.model import make_model
-
-try:  # chapter 10's module; before it existed, decoding lived in chapter 9's
-    from transformer_book.decoding import beam_search, greedy_decode
-except ModuleNotFoundError:
-    from transformer_book.model import beam_search, greedy_decode
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
 PLAYGROUND = STATIC / "playground"
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 PAGE = "book/playground.html"
-CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOLERANCE = 1e-4
+WARNINGS_TOO = ("error", "warning")  # the playground logs neither
 # A dates-like placeholder task for the random model: characters are the tokens.
 MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec"
 PLACEHOLDER_TOKENS = ["<pad>", "<s>", "</s>", *sorted(set("0123456789 -" + MONTHS))]
@@ -57,69 +42,6 @@ RANDOM_INPUTS = ["7 Mar 1987", "22 Nov 2026", "1 Jan 2000", "9", "Dec 31 1999"]
 WORDS = ["<pad>", "<s>", "</s>", "one", "two", "three", "twenty", "hundred", "and"]
 NUMERALS = ["<pad>", "<s>", "</s>", *"零一二三十百千万"]
 WORD_INPUTS = ["one hundred and twenty three", "two", "  three   hundred "]
-
-
-def chromium_path() -> str:
-    path = (
-        os.environ.get("CHROMIUM")
-        or shutil.which("chromium")
-        or shutil.which("chromium-browser")
-    )
-    if not path:
-        pytest.fail("Chromium not found: install Debian's `chromium` or set CHROMIUM")
-    return path
-
-
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
-@functools.cache
-def serve(directory: str) -> str:
-    """Serve ``directory`` on 127.0.0.1 (for the whole session); return its base URL."""
-    httpd = ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=directory)
-    )
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{httpd.server_address[1]}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=chromium_path(), args=CHROMIUM_FLAGS
-        )
-        yield instance
-        instance.close()
-
-
-def local_only_tab(browser, width: int = 1280):
-    """A new tab that refuses (and records) every request that is not for 127.0.0.1."""
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    outside, errors = [], []
-
-    def refuse_outside(route):
-        if urlparse(route.request.url).hostname != "127.0.0.1":
-            outside.append(route.request.url)
-            return route.abort()
-        return route.continue_()
-
-    context.route("**/*", refuse_outside)
-    tab = context.new_page()
-    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
-    tab.on(
-        "console",
-        lambda message: (
-            errors.append(f"console.{message.type}: {message.text}")
-            if message.type in ("error", "warning")
-            else None
-        ),
-    )
-    return context, tab, outside, errors
 
 
 RUN_JS = """async ({jsonUrl, inputs}) => {
@@ -152,7 +74,7 @@ def run_in_browser(
 ) -> list[dict]:
     """Load playground/transformer.js and a model from ``directory``; decode inputs."""
     base = serve(str(directory))
-    context, tab, outside, errors = local_only_tab(browser)
+    context, tab, outside, errors = local_only_tab(browser, console_types=WARNINGS_TOO)
     context.route(
         f"{base}/harness.html",
         lambda route: route.fulfill(
@@ -523,7 +445,7 @@ def test_page_decodes_as_the_reader_types(browser, width):
     meta = committed_meta()
     first_example, typed, last_example = meta["examples"][:3]
     separator = meta.get("source_separator") or ""
-    context, tab, outside, errors = local_only_tab(browser, width)
+    context, tab, outside, errors = local_only_tab(browser, width, console_types=WARNINGS_TOO)
     tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
     first = chart_state(tab, first_example)
     assert tab.locator("#pg-input").input_value() == first_example

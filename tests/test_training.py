@@ -1,7 +1,5 @@
 """Tests for transformer_book.training (chapter 9): fixed-step training, teacher-forced exact match."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -114,13 +112,11 @@ def test_shipped_dates_model_passes_chapter_9s_test():
 
 
 def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
-    import sys
     from importlib.resources import files
 
-    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
+    import export_playground  # tools/ is on the path (conftest.py)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    import export_playground
+    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
     playground, meta = export_playground.load_model(
         export_playground.OUT_DIR / "dates.json"
     )

@@ -59,10 +59,6 @@ class PlaygroundTask:
     def steps(self) -> int:
         return self.options["steps"]
 
-    @property
-    def batch_size(self) -> int:
-        return self.options["batch_size"]
-
 
 PACKAGE_WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
 TASKS = [

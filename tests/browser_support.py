@@ -1,0 +1,89 @@
+"""What the browser tests share: Debian's Chromium, a local server, and a tab that refuses the network.
+
+tests/test_browser.py (every page of the built book) and tests/test_playground.py (the playground's
+JavaScript model) both drive headless Chromium through Playwright; the ``browser`` fixture in
+conftest.py launches it with these flags.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium_path() -> str:
+    path = (
+        os.environ.get("CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
+    if not path:
+        pytest.fail(
+            "Chromium not found: install Debian's `chromium` (scripts/test.sh does) or set CHROMIUM"
+        )
+    return path
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
+        pass
+
+
+@functools.cache
+def serve(directory: str) -> str:
+    """Serve ``directory`` on 127.0.0.1 (for the whole session); return its base URL."""
+    httpd = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=directory)
+    )
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
+                   console_types: tuple[str, ...] = ("error",)):
+    """A new tab that refuses (and records) every request that is not for 127.0.0.1.
+
+    Returns (context, tab, outside requests, errors): uncaught exceptions, and console messages
+    of ``console_types``. ``dark`` opens the page in the book theme's dark mode.
+    """
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    if dark:  # pydata-sphinx-theme reads the reader's choice from localStorage
+        context.add_init_script(
+            "localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');"
+        )
+    outside, errors = [], []
+
+    def refuse_outside(route):
+        if urlparse(route.request.url).hostname != "127.0.0.1":
+            outside.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+
+    context.route("**/*", refuse_outside)
+    tab = context.new_page()
+    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    tab.on(
+        "console",
+        lambda message: (
+            errors.append(f"console.{message.type}: {message.text}")
+            if message.type in console_types
+            else None
+        ),
+    )
+    return context, tab, outside, errors
