@@ -116,9 +116,10 @@ def beam_search(
     memory = memory.repeat_interleave(beam_size, dim=0)
     if source_mask is not None:  # (batch * beam, 1, source)
         source_mask = source_mask.repeat_interleave(beam_size, dim=0)
+    # (batch * beam, 1)
     tokens = torch.full(
         (batch * beam_size, 1), start_id, dtype=torch.long, device=device
-    )  # (batch * beam, 1)
+    )
     scores = torch.full((batch, beam_size), float("-inf"), device=device)
     # One live hypothesis at first, or step 1 would pick the best token beam_size times.
     scores[:, 0] = 0.0  # (batch, beam)

@@ -38,14 +38,12 @@ class EmbeddingWithPositions(nn.Module):
         self.positional_encoding = (
             PositionalEncoding(d_model, max_len, dropout) if positional else None
         )
-        self.dropout = nn.Dropout(
-            dropout
-        )  # used only without positions: PositionalEncoding has its own
+        # used only without positions: PositionalEncoding has its own
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        embedded = self.embeddings(
-            tokens
-        )  # (batch, seq, d_model), already times sqrt(d_model)
+        # (batch, seq, d_model), already times sqrt(d_model)
+        embedded = self.embeddings(tokens)
         if self.positional_encoding is None:
             return self.dropout(embedded)
         return self.positional_encoding(embedded, offset)  # (batch, seq, d_model)
@@ -257,9 +255,10 @@ def sequence_loss(
     """
     decoder_input, labels = target[:, :-1], target[:, 1:]  # (batch, target - 1) each
     source_mask = padding_mask(source, pad_id)  # (batch, 1, source)
+    # (batch, t, d_model)
     hidden = model(
         source, decoder_input, source_mask, target_mask(decoder_input, pad_id)
-    )  # (batch, t, d_model)
+    )
     log_probs = model.generator(hidden)  # (batch, t, vocab)
     return loss_fn(log_probs.reshape(-1, log_probs.size(-1)), labels.reshape(-1))
 

@@ -94,20 +94,21 @@ def exact_match_accuracy(
     right = 0
     for first in range(0, len(pairs), batch_size):
         source, target = task.batch(pairs[first : first + batch_size], device)
+        # (batch, target + 1) each
         decoder_input, labels = (
             target[:, :-1],
             target[:, 1:],
-        )  # (batch, target + 1) each
+        )
+        # (batch, target + 1, d_model)
         hidden = model(
             source,
             decoder_input,
             padding_mask(source, task.source_vocab.pad_id),
             target_mask(decoder_input, pad_id),
-        )  # (batch, target + 1, d_model)
+        )
         predicted = model.generator(hidden).argmax(dim=-1)  # (batch, target + 1)
-        correct = (predicted == labels) | (
-            labels == pad_id
-        )  # positions after </s> do not count
+        # positions after </s> do not count
+        correct = (predicted == labels) | (labels == pad_id)
         right += int(correct.all(dim=1).sum().item())
     model.train(was_training)
     return right / len(pairs)
