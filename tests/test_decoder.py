@@ -191,38 +191,6 @@ def test_gradients_reach_every_parameter_and_the_memory():
     assert torch.all(memory.grad[2, 1:] == 0)  # sentence 3's source padding gets no gradient
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_step_by_step_with_caches_equals_one_pass(norm_first):
-    x, memory, source, _ = batch(target_len=6)
-    decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF, norm_first=norm_first), 2).eval()
-    source_mask = padding_mask(source, PAD)
-    caches = [{"self": {}, "cross": {"static": True}} for _ in decoder.layers]
-    with torch.no_grad():
-        whole = decoder(x, memory, source_mask, subsequent_mask(6))
-        steps = [decoder(x[:, i : i + 1], memory, source_mask, None, caches=caches) for i in range(6)]
-    assert torch.allclose(torch.cat(steps, dim=1), whole, atol=1e-5)
-    assert caches[0]["self"]["key"].shape == (3, HEADS, 6, D_MODEL // HEADS)
-    assert caches[0]["cross"]["key"].shape == (3, HEADS, 7, D_MODEL // HEADS)
-
-
-def test_a_step_mask_must_cover_the_cached_positions():
-    x, memory, _, _ = batch()
-    decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF), 1).eval()
-    caches = [{"self": {}, "cross": {"static": True}}]
-    with torch.no_grad():
-        decoder(x[:, :2], memory, None, subsequent_mask(2), caches=caches)
-        decoder(x[:, 2:3], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)  # 2 cached + 1
-        with pytest.raises(ValueError, match=re.escape("mask of shape (1, 1, 3)") + r".*\(3, 1, 4\)"):
-            decoder(x[:, 3:4], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)
-
-
-def test_wrong_number_of_caches_is_refused():
-    x, memory, _, _ = batch()
-    decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF), 2)
-    with pytest.raises(ValueError, match="2 layers, got 1 caches"):
-        decoder(x, memory, caches=[{"self": {}, "cross": {"static": True}}])
-
-
 # --- bad input --------------------------------------------------------------------------------------
 
 

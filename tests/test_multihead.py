@@ -148,28 +148,6 @@ def test_scale_is_used_on_both_paths():
     assert not torch.allclose(unscaled(query, query, query)[0], layer(query, query, query)[0], atol=1e-4)
 
 
-def test_self_attention_cache_reproduces_the_full_causal_computation():
-    layer = MultiHeadAttention(32, 4).eval()
-    sequence, _ = inputs(queries=6)
-    causal = torch.ones(1, 6, 6, dtype=torch.bool).tril()
-    full, _ = layer(sequence, sequence, sequence, mask=causal)
-    cache = {}
-    steps = [layer(sequence[:, t : t + 1], sequence[:, t : t + 1], sequence[:, t : t + 1], cache=cache)[0] for t in range(6)]
-    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
-    assert cache["key"].shape == (3, 4, 6, 8)
-
-
-def test_static_cache_projects_the_memory_once():
-    layer = MultiHeadAttention(32, 4).eval()
-    query, memory = inputs()
-    cache = {"static": True}
-    first, _ = layer(query, memory, memory, cache=cache)
-    assert torch.allclose(first, layer(query, memory, memory)[0], atol=1e-6)
-    stored = cache["key"]
-    again, _ = layer(query, torch.zeros_like(memory), torch.zeros_like(memory), cache=cache)  # memory ignored now
-    assert cache["key"] is stored and torch.allclose(again, first, atol=1e-6)
-
-
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 def test_dtype_follows_the_module_and_input(dtype):
     layer = MultiHeadAttention(32, 4).to(dtype).eval()

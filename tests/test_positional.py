@@ -71,18 +71,10 @@ def test_adds_the_table_and_keeps_shape():
     assert torch.allclose(out - embeddings, sinusoidal_table(10, 16).expand(3, -1, -1), atol=1e-6)
 
 
-def test_offset_selects_later_positions():
-    module = PositionalEncoding(16, max_len=50)
-    zeros = torch.zeros(1, 4, 16)
-    assert torch.equal(module(zeros, offset=6)[0], module(torch.zeros(1, 10, 16))[0, 6:10])
-
-
 def test_sequence_longer_than_the_table_names_both_lengths():
     module = PositionalEncoding(8, max_len=16)
     with pytest.raises(ValueError, match=r"length 20.*max_len=16"):
         module(torch.zeros(2, 20, 8))
-    with pytest.raises(ValueError, match=r"max_len=16"):
-        module(torch.zeros(1, 4, 8), offset=13)
     module(torch.zeros(1, 16, 8))  # exactly the table's length is fine
 
 

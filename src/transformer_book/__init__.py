@@ -3,12 +3,17 @@
 Every module except this one is generated from the chapter that explains it (tools/export_package.py);
 read the chapter to see why the code is the way it is. This package holds model code only: it imports
 torch and nothing from plotting or notebooks.
+
+Chapter 10 adds the key/value cache to classes of chapters 1, 3, 7 and 9 (``cache=``, ``caches=``,
+``offset=``, ``Transformer.new_caches``); importing the package loads ``transformer_book.kv_cache``,
+which does that, so the classes below always have it.
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
+from transformer_book import kv_cache  # noqa: F401  (adds the cache to the classes; chapter 10)
 from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
 from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
 from transformer_book.decoding import (

@@ -34,8 +34,7 @@ class DecoderLayer(nn.Module):
     to (batch, target, source); both are boolean, True = may attend, and are checked by
     the attentions. With ``need_weights`` the layer keeps its attention weights in
     ``self_attention_weights`` (batch, heads, target, target) and
-    ``cross_attention_weights`` (batch, heads, target, source). ``cache`` is for
-    step-by-step decoding (chapter 10): {"self": {}, "cross": {"static": True}}.
+    ``cross_attention_weights`` (batch, heads, target, source).
     """
 
     def __init__(
@@ -64,8 +63,30 @@ class DecoderLayer(nn.Module):
         source_mask: torch.Tensor | None = None,
         target_mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        cache: dict | None = None,
     ) -> torch.Tensor:
+        self._check_inputs(x, memory)
+        # The masks are checked where they are used, by the attentions (chapter 3).
+
+        def self_attend(normed: torch.Tensor) -> torch.Tensor:
+            output, self.self_attention_weights = self.self_attn(
+                normed, normed, normed, target_mask, need_weights
+            )
+            return output  # (batch, target, d_model)
+
+        def cross_attend(normed: torch.Tensor) -> torch.Tensor:
+            # Queries from the decoder; keys and values from the encoder's output.
+            output, self.cross_attention_weights = self.cross_attn(
+                normed, memory, memory, source_mask, need_weights
+            )
+            return output  # (batch, target, d_model)
+
+        x = self.sublayers[0](x, self_attend)  # (batch, target, d_model)
+        x = self.sublayers[1](x, cross_attend)  # (batch, target, d_model)
+        return self.sublayers[2](x, self.feed_forward)  # (batch, target, d_model)
+
+    def _check_inputs(self, x: torch.Tensor, memory: torch.Tensor) -> None:
+        """Raise a ValueError naming the shapes unless x and memory are floating
+        (batch, target, d_model) and (batch, source, d_model) tensors."""
         check_tensor("x", x, floating=True)
         check_tensor("memory", memory, floating=True)
         if x.dim() != 3 or memory.dim() != 3 or x.size(0) != memory.size(0):
@@ -74,26 +95,6 @@ class DecoderLayer(nn.Module):
                 "(batch, source, d_model) with the same batch; "
                 f"got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
             )
-        # The masks are checked where they are used, by the attentions (chapter 3).
-        self_cache = cache["self"] if cache is not None else None
-        cross_cache = cache["cross"] if cache is not None else None
-
-        def self_attend(normed: torch.Tensor) -> torch.Tensor:
-            output, self.self_attention_weights = self.self_attn(
-                normed, normed, normed, target_mask, need_weights, self_cache
-            )
-            return output  # (batch, target, d_model)
-
-        def cross_attend(normed: torch.Tensor) -> torch.Tensor:
-            # Queries from the decoder; keys and values from the encoder's output.
-            output, self.cross_attention_weights = self.cross_attn(
-                normed, memory, memory, source_mask, need_weights, cross_cache
-            )
-            return output  # (batch, target, d_model)
-
-        x = self.sublayers[0](x, self_attend)  # (batch, target, d_model)
-        x = self.sublayers[1](x, cross_attend)  # (batch, target, d_model)
-        return self.sublayers[2](x, self.feed_forward)  # (batch, target, d_model)
 
 
 class Decoder(nn.Module):
@@ -117,19 +118,12 @@ class Decoder(nn.Module):
         source_mask: torch.Tensor | None = None,
         target_mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        caches: list[dict] | None = None,
     ) -> torch.Tensor:
         """x (batch, target, d_model), memory (batch, source, d_model)
         -> (batch, target, d_model)."""
-        if caches is not None and len(caches) != len(self.layers):
-            raise ValueError(
-                f"need one cache per layer: {len(self.layers)} layers, "
-                f"got {len(caches)} caches"
-            )
-        for index, layer in enumerate(self.layers):
-            cache = caches[index] if caches is not None else None
+        for layer in self.layers:
             # (batch, target, d_model)
-            x = layer(x, memory, source_mask, target_mask, need_weights, cache)
+            x = layer(x, memory, source_mask, target_mask, need_weights)
         return self.norm(x)
 
 

@@ -20,9 +20,8 @@ from transformer_book.positional import Embeddings, PositionalEncoding
 class EmbeddingWithPositions(nn.Module):
     """Token ids -> scaled embeddings plus positional encodings, then dropout.
 
-    tokens (batch, seq) -> (batch, seq, d_model). ``offset`` is the position of the
-    first token (nonzero when decoding one token at a time). ``positional=False`` leaves
-    the positions out (an ablation).
+    tokens (batch, seq) -> (batch, seq, d_model). ``positional=False`` leaves the
+    positions out (an ablation).
     """
 
     def __init__(
@@ -41,12 +40,12 @@ class EmbeddingWithPositions(nn.Module):
         # used only without positions: PositionalEncoding has its own
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         # (batch, seq, d_model), already times sqrt(d_model)
         embedded = self.embeddings(tokens)
         if self.positional_encoding is None:
             return self.dropout(embedded)
-        return self.positional_encoding(embedded, offset)  # (batch, seq, d_model)
+        return self.positional_encoding(embedded)  # (batch, seq, d_model)
 
 
 class Transformer(nn.Module):
@@ -90,19 +89,10 @@ class Transformer(nn.Module):
         target: torch.Tensor,
         target_mask: torch.Tensor | None,
         need_weights: bool = False,
-        caches: list[dict] | None = None,
-        offset: int = 0,
     ) -> torch.Tensor:
-        """target (batch, target) ids -> (batch, target, d_model).
-
-        With ``caches`` (from ``new_caches``), feed one new token per call, at position
-        ``offset``, with no target mask: the cached keys are exactly the earlier
-        positions, which the new token may see.
-        """
-        embedded = self.target_embed(target, offset)  # (batch, target, d_model)
-        return self.decoder(
-            embedded, memory, source_mask, target_mask, need_weights, caches
-        )
+        """target (batch, target) ids -> (batch, target, d_model)."""
+        embedded = self.target_embed(target)  # (batch, target, d_model)
+        return self.decoder(embedded, memory, source_mask, target_mask, need_weights)
 
     def forward(
         self,
@@ -114,10 +104,6 @@ class Transformer(nn.Module):
         return self.decode(
             self.encode(source, source_mask), source_mask, target, target_mask
         )
-
-    def new_caches(self) -> list[dict]:
-        """Empty key/value caches for step-by-step decoding, one per decoder layer."""
-        return [{"self": {}, "cross": {"static": True}} for _ in self.decoder.layers]
 
 
 def make_model(
@@ -181,17 +167,15 @@ def make_model(
         EmbeddingWithPositions(target_vocab, d_model, dropout, max_len, positional),
         Generator(d_model, target_vocab),
     )
-    if (
-        tie_weights
-    ):  # one (vocab, d_model) matrix: both lookups and the generator's projection
+    if tie_weights:
+        # one (vocab, d_model) matrix: both lookups and the generator's projection
         model.source_embed.embeddings.lookup.weight = model.generator.proj.weight
         model.target_embed.embeddings.lookup.weight = model.generator.proj.weight
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
             module.scale = attention_scale  # None keeps the paper's 1/sqrt(d_k)
-    for (
-        parameter
-    ) in model.parameters():  # a shared matrix is listed, and initialised, once
+    # a shared matrix is listed, and initialised, once
+    for parameter in model.parameters():
         if parameter.dim() > 1:
             nn.init.xavier_uniform_(parameter)
     return model

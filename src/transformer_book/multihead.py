@@ -124,34 +124,26 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        cache: dict | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Returns (output, weights); weights (batch, heads, queries, keys) only if
-        ``need_weights``.
-
-        ``cache`` serves step-by-step decoding (chapter 10, Decoding): a dict this layer
-        fills with its projected keys and values. For self-attention the new position's
-        keys and values are appended to it; a cache created as ``{"static": True}``
-        (cross-attention) is filled once and then reused.
-        """
+        ``need_weights``."""
         self._check_inputs(query, key, value)
-        # (batch, heads, queries, d_k)
+        # (batch, heads, queries, d_k), then (batch, heads, keys, d_k) twice
         queries = self.split_heads(self.query_proj(query))
-        if cache is not None and cache.get("static") and "key" in cache:
-            # projected once, from the encoder's output
-            keys, values = (
-                cache["key"],
-                cache["value"],
-            )
-        else:
-            keys = self.split_heads(self.key_proj(key))  # (batch, heads, keys, d_k)
-            # (batch, heads, keys, d_k)
-            values = self.split_heads(self.value_proj(value))
-            if cache is not None:
-                if "key" in cache:  # self-attention while decoding: append this step
-                    keys = torch.cat([cache["key"], keys], dim=2)
-                    values = torch.cat([cache["value"], values], dim=2)
-                cache["key"], cache["value"] = keys, values
+        keys = self.split_heads(self.key_proj(key))
+        values = self.split_heads(self.value_proj(value))
+        return self.attend(queries, keys, values, mask, need_weights)
+
+    def attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None,
+        need_weights: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention over projected, split heads: queries (batch, heads, queries, d_k),
+        keys and values (batch, heads, keys, d_k) -> (output, weights or None)."""
         if mask is not None:
             batch, _, query_count, _ = queries.shape
             check_attention_mask(
@@ -182,9 +174,8 @@ class MultiHeadAttention(nn.Module):
                 # not rely on every backend doing so.
                 attended = attended.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
             weights = None
-        return self.output_proj(
-            self.merge_heads(attended)
-        ), weights  # (batch, queries, d_model)
+        # (batch, queries, d_model)
+        return self.output_proj(self.merge_heads(attended)), weights
 
     def _check_inputs(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor

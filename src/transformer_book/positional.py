@@ -50,8 +50,7 @@ class PositionalEncoding(nn.Module):
     """Adds sinusoidal position information to embeddings, then applies dropout.
 
     Input and output: (batch, seq, d_model). The table is a non-persistent buffer: it
-    follows
-    ``.to(device)``, is never trained, and is not saved in the state dict.
+    follows ``.to(device)``, is never trained, and is not saved in the state dict.
     """
 
     def __init__(
@@ -70,28 +69,28 @@ class PositionalEncoding(nn.Module):
             "table", sinusoidal_table(max_len, d_model, base), persistent=False
         )
 
-    def forward(self, embeddings: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """``offset`` is the position of the first token (nonzero when decoding step by
-        step).
-        """
+    def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
+        self._check_embeddings(embeddings)
+        seq_len = embeddings.size(1)
+        if seq_len > self.max_len:
+            raise ValueError(
+                f"a sequence of length {seq_len} does not fit the encoding table of "
+                f"max_len={self.max_len}; build PositionalEncoding with a larger "
+                "max_len"
+            )
+        positions = self.table[:seq_len].to(embeddings.dtype)  # (seq, d_model)
+        # (batch, seq, d_model): broadcast over the batch
+        return self.dropout(embeddings + positions)
+
+    def _check_embeddings(self, embeddings: torch.Tensor) -> None:
+        """Raise a ValueError naming the shape unless ``embeddings`` is a floating
+        (batch, seq, d_model) tensor."""
         check_tensor("embeddings", embeddings, floating=True)
         if embeddings.dim() != 3 or embeddings.size(-1) != self.d_model:
             raise ValueError(
                 f"expected embeddings of shape (batch, seq, d_model={self.d_model}); "
                 f"got shape {tuple(embeddings.shape)}"
             )
-        seq_len = embeddings.size(1)
-        if offset < 0 or offset + seq_len > self.max_len:
-            raise ValueError(
-                f"positions {offset}..{offset + seq_len - 1} (a sequence of length "
-                f"{seq_len}) do not fit "
-                f"the encoding table of max_len={self.max_len}; build "
-                "PositionalEncoding with a larger max_len"
-            )
-        # (seq, d_model)
-        positions = self.table[offset : offset + seq_len].to(embeddings.dtype)
-        # (batch, seq, d_model): broadcast over the batch
-        return self.dropout(embeddings + positions)
 
 
 class Embeddings(nn.Module):
