@@ -1,4 +1,4 @@
-"""Exercise checkers for the book's chapters: one module per chapter (ch01 ... ch08).
+"""Exercise checkers for the book's chapters: one module per chapter (ch01 ... ch12).
 
     from book_exercises.ch04 import check_layer_norm
     check_layer_norm(my_layer_norm)
@@ -9,4 +9,4 @@ package (transformer_book) and prints one line: "Not attempted yet: ...", "Corre
 and a conceptual QUESTION with its ANSWER.
 """
 
-CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09")
+CHAPTERS = tuple(f"ch{number:02d}" for number in range(1, 13))
