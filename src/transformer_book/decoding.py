@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 # imported for its effect: it adds the cache to the model's classes
@@ -35,6 +37,41 @@ def _next_log_probs(
     return model.generator(hidden[:, -1])  # (batch, vocab)
 
 
+def _decode_loop(
+    model: Transformer,
+    source: torch.Tensor,
+    source_mask: torch.Tensor | None,
+    start_id: int,
+    max_new_tokens: int,
+    end_id: int | None,
+    use_cache: bool,
+    pick_next: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Encode once, then append ``pick_next(log_probs)`` (batch,) at every step; a
+    sequence that has emitted ``end_id`` only repeats it, and the loop stops once
+    every sequence has ended. source (batch, source) -> (batch, 1 + new)."""
+    if max_new_tokens <= 0:
+        raise ValueError(
+            f"max_new_tokens must be positive; got max_new_tokens={max_new_tokens}"
+        )
+    batch, device = source.size(0), source.device
+    memory = model.encode(source, source_mask)  # (batch, source, d_model), once
+    tokens = torch.full((batch, 1), start_id, dtype=torch.long, device=device)
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (batch,)
+    caches = model.new_caches() if use_cache else None
+    for step in range(max_new_tokens):
+        log_probs = _next_log_probs(model, memory, source_mask, tokens, caches, step)
+        next_token = pick_next(log_probs)  # (batch,)
+        if end_id is not None:
+            next_token = next_token.masked_fill(finished, end_id)
+            finished |= next_token == end_id
+        # (batch, step + 2)
+        tokens = torch.cat([tokens, next_token.unsqueeze(1)], dim=1)
+        if end_id is not None and bool(finished.all()):
+            break
+    return tokens
+
+
 @torch.no_grad()
 def greedy_decode(
     model: Transformer,
@@ -54,26 +91,10 @@ def greedy_decode(
     ``use_cache=False`` re-decodes the whole prefix every step (same tokens, more work).
     Call ``model.eval()`` first: dropout would make the tokens random.
     """
-    if max_new_tokens <= 0:
-        raise ValueError(
-            f"max_new_tokens must be positive; got max_new_tokens={max_new_tokens}"
-        )
-    batch, device = source.size(0), source.device
-    memory = model.encode(source, source_mask)  # (batch, source, d_model), once
-    tokens = torch.full((batch, 1), start_id, dtype=torch.long, device=device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (batch,)
-    caches = model.new_caches() if use_cache else None
-    for step in range(max_new_tokens):
-        log_probs = _next_log_probs(model, memory, source_mask, tokens, caches, step)
-        next_token = log_probs.argmax(dim=-1)  # (batch,)
-        if end_id is not None:
-            next_token = next_token.masked_fill(finished, end_id)
-            finished |= next_token == end_id
-        # (batch, step + 2)
-        tokens = torch.cat([tokens, next_token.unsqueeze(1)], dim=1)
-        if end_id is not None and bool(finished.all()):
-            break
-    return tokens
+    return _decode_loop(
+        model, source, source_mask, start_id, max_new_tokens, end_id, use_cache,
+        pick_next=lambda log_probs: log_probs.argmax(dim=-1),
+    )
 
 
 def length_penalized(
@@ -222,30 +243,18 @@ def sample_decode(
     greedy. A seeded ``generator`` on the source's device makes the draws repeatable.
     Uses the key/value cache; ends like ``greedy_decode``.
     """
-    if max_new_tokens <= 0:
-        raise ValueError(
-            f"max_new_tokens must be positive; got max_new_tokens={max_new_tokens}"
-        )
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0; got temperature={temperature}")
-    batch, device = source.size(0), source.device
-    memory = model.encode(source, source_mask)  # (batch, source, d_model)
-    tokens = torch.full((batch, 1), start_id, dtype=torch.long, device=device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)
-    caches = model.new_caches()
-    for step in range(max_new_tokens):
-        log_probs = _next_log_probs(model, memory, source_mask, tokens, caches, step)
+
+    def draw(log_probs: torch.Tensor) -> torch.Tensor:
         if temperature == 0:
-            next_token = log_probs.argmax(dim=-1)  # (batch,)
-        else:
-            scaled = log_probs / temperature  # (batch, vocab)
-            if top_p is not None:
-                scaled = top_p_filter(scaled, top_p)
-            next_token = sample_next_token(scaled, 1.0, top_k, generator)  # (batch,)
-        if end_id is not None:
-            next_token = next_token.masked_fill(finished, end_id)
-            finished |= next_token == end_id
-        tokens = torch.cat([tokens, next_token.unsqueeze(1)], dim=1)
-        if end_id is not None and bool(finished.all()):
-            break
-    return tokens
+            return log_probs.argmax(dim=-1)  # (batch,)
+        scaled = log_probs / temperature  # (batch, vocab)
+        if top_p is not None:
+            scaled = top_p_filter(scaled, top_p)
+        return sample_next_token(scaled, 1.0, top_k, generator)  # (batch,)
+
+    return _decode_loop(
+        model, source, source_mask, start_id, max_new_tokens, end_id,
+        use_cache=True, pick_next=draw,
+    )
