@@ -5,15 +5,15 @@ read the chapter to see why the code is the way it is. This package holds model 
 torch and nothing from plotting or notebooks.
 
 Chapter 10 adds the key/value cache to classes of chapters 1, 3, 7 and 9 (``cache=``, ``caches=``,
-``offset=``, ``Transformer.new_caches``); importing the package loads ``transformer_book.kv_cache``,
-which does that, so the classes below always have it.
+``offset=``, ``Transformer.new_caches``) in ``transformer_book.kv_cache``, which
+``transformer_book.decoding`` imports; importing the package imports both, so the classes below
+always have the cache.
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
-from transformer_book import kv_cache  # noqa: F401  (adds the cache to the classes; chapter 10)
 from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
 from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
 from transformer_book.decoding import (
