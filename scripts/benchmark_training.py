@@ -1,6 +1,7 @@
 """Training throughput of the book's Transformer against torch.nn.Transformer, on the CPU.
 
     .venv/bin/python scripts/benchmark_training.py [--steps 30] [--threads 2] [--d-model 128] ...
+    .venv/bin/python scripts/benchmark_training.py --tatoeba   # real batches (chapter 14)
 
 Both models get the same configuration (d_model, heads, layers, d_ff, dropout, post-norm, final
 norms in both stacks), the same embeddings + positional encoding and generator (the book's), the same
@@ -8,6 +9,11 @@ loss (label smoothing) and optimizer (Adam), and the same random token batches w
 steps alternate between the two models, so a machine that slows down mid-run slows both alike. The
 script prints the median tokens per second of each (source + target tokens per step / step time)
 and their ratio. A benchmark, not a test: the figures depend on the machine and its load.
+
+``--tatoeba`` replaces the random batches by chapter 14's real ones: the Tatoeba training pairs
+(English byte-pair tokens, Chinese characters, their real vocabularies) in length batches of at most
+``--max-tokens`` tokens, with the shipped translator's configuration (TRANSLATION_CONFIG) unless the
+size flags say otherwise.
 """
 
 from __future__ import annotations
@@ -32,12 +38,13 @@ class TorchTransformer(nn.Module):
     inverted here.
     """
 
-    def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, dropout: float):
+    def __init__(self, source_vocab: int, target_vocab: int, d_model: int, heads: int, layers: int, d_ff: int,
+                 dropout: float):
         super().__init__()
-        self.source_embed = EmbeddingWithPositions(vocab, d_model, dropout)
-        self.target_embed = EmbeddingWithPositions(vocab, d_model, dropout)
+        self.source_embed = EmbeddingWithPositions(source_vocab, d_model, dropout)
+        self.target_embed = EmbeddingWithPositions(target_vocab, d_model, dropout)
         self.transformer = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
-        self.generator = Generator(d_model, vocab)
+        self.generator = Generator(d_model, target_vocab)
 
     def forward(self, source, target, source_mask, target_mask):
         source_padding = ~source_mask[:, 0]  # (batch, source): True at padding
@@ -70,6 +77,25 @@ def random_batch(batch: int, length: int, vocab: int, generator: torch.Generator
     return source, target
 
 
+def tatoeba_batches(max_tokens: int, seed: int = 0):
+    """(source ids, target ids) batches of the Tatoeba training pairs, as chapter 14 trains on them,
+    and the two vocabulary sizes."""
+    from transformer_book.batching import length_batches, pad_rows
+    from transformer_book.subwords import read_merges
+    from transformer_book.tatoeba import tatoeba_split
+    from transformer_book.translation import Translator
+
+    pairs = tatoeba_split("train")
+    translator = Translator.untrained(pairs, read_merges(), {"num_layers": 1, "d_model": 8, "d_ff": 8, "heads": 1})
+    examples = translator.examples(pairs)
+    lengths = [max(len(source), len(target)) for source, target in examples]
+    batches = [
+        (pad_rows([examples[i][0] for i in batch], PAD), pad_rows([examples[i][1] for i in batch], PAD))
+        for batch in length_batches(lengths, max_tokens, seed=seed)
+    ]
+    return batches, len(translator.source_vocab), len(translator.target_vocab)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--d-model", type=int, default=128)
@@ -83,30 +109,41 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--tatoeba", action="store_true", help="real Tatoeba length batches (chapter 14)")
+    parser.add_argument("--max-tokens", type=int, default=1500, help="token budget of a --tatoeba batch")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    source_vocab = target_vocab = args.vocab
+    if args.tatoeba:
+        batches, source_vocab, target_vocab = tatoeba_batches(args.max_tokens)
     torch.manual_seed(0)
-    ours = make_model(args.vocab, args.vocab, args.layers, args.d_model, args.d_ff, args.heads, args.dropout,
+    ours = make_model(source_vocab, target_vocab, args.layers, args.d_model, args.d_ff, args.heads, args.dropout,
                       final_norm=True)  # nn.Transformer always ends both stacks with a layer norm
-    theirs = TorchTransformer(args.vocab, args.d_model, args.heads, args.layers, args.d_ff, args.dropout)
-    loss_fn = LabelSmoothingLoss(args.vocab, PAD, 0.1)
+    theirs = TorchTransformer(source_vocab, target_vocab, args.d_model, args.heads, args.layers, args.d_ff,
+                              args.dropout)
+    loss_fn = LabelSmoothingLoss(target_vocab, PAD, 0.1)
     runners = {
         "ours": (ours, lambda source, target: sequence_loss(ours, source, target, PAD, loss_fn)),
         "nn.Transformer": (theirs, lambda source, target: torch_sequence_loss(theirs, source, target, loss_fn)),
     }
     optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-4) for name, (model, _) in runners.items()}
     counts = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in runners.items()}
+    data = (f"Tatoeba length batches of at most {args.max_tokens} tokens, vocab {source_vocab} -> {target_vocab}"
+            if args.tatoeba else f"batch {args.batch}, length {args.length}, vocab {args.vocab}")
     print(f"threads {torch.get_num_threads()}, d_model {args.d_model}, heads {args.heads}, layers {args.layers}+"
-          f"{args.layers}, d_ff {args.d_ff}, batch {args.batch}, length {args.length}, vocab {args.vocab}")
+          f"{args.layers}, d_ff {args.d_ff}, {data}")
     print("parameters: " + ", ".join(f"{name} {count:,}" for name, count in counts.items()))
 
     generator = torch.Generator().manual_seed(0)
     seconds = {name: [] for name in runners}
     tokens = {name: [] for name in runners}
     for step in range(args.warmup + args.steps):
-        source, target = random_batch(args.batch, args.length, args.vocab, generator)
+        if args.tatoeba:
+            source, target = batches[step % len(batches)]
+        else:
+            source, target = random_batch(args.batch, args.length, args.vocab, generator)
         real_tokens = int((source != PAD).sum() + (target[:, 1:] != PAD).sum())
         order = list(runners) if step % 2 == 0 else list(reversed(runners))  # alternate who goes first
         for name in order:

@@ -27,6 +27,8 @@ CHAPTERS = {
     10: "10_decoding",
     11: "11_inside_the_model",
     12: "12_search_matters",
+    13: "13_tokens_from_text",
+    14: "14_translating",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -41,6 +43,8 @@ CHAPTER_TITLES = {
     10: "decoding, one token at a time",
     11: "what the attention heads learned",
     12: "when search matters: greedy against beam search",
+    13: "tokens from text: subwords, characters, batches",
+    14: "translating English into Chinese",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -60,6 +64,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "decoding": (*DECODER, "linear", "softmax", "loop"),
     "inside_the_model": ATTENTION,
     "search_matters": (*DECODER, "linear", "softmax", "loop"),
+    "tokens_from_text": ("enc_embed", "dec_embed"),
+    "translating": (),  # filled in below: everything
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -174,7 +180,7 @@ def architecture(
         "softmax": (dx0, 376, dx1, 396, "softmax", "Softmax"),
     }
     lit = set(PARTS[part]) if part else set()
-    if part == "full_transformer":
+    if part in ("full_transformer", "translating"):
         lit = {*rows, "encoder", "decoder", "loop"}
 
     def tooltip(block_id):
@@ -233,7 +239,8 @@ def architecture(
     ]
     links = [(9, "Ch. 9: the whole model"), (2, "Ch. 2: attention inside each head"),
              (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned"),
-             (12, "Ch. 12: when search matters")]
+             (12, "Ch. 12: when search matters"), (13, "Ch. 13: tokens from real text"),
+             (14, "Ch. 14: English to Chinese")]
     for row, (number, text) in enumerate(links):
         notes.append(Note(text, 10, 392 - 15 * row, "left", 10, color=HIGHLIGHT if number == chapter else LINK,
                           bold=number == chapter, href=chapter_page(number),

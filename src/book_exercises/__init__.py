@@ -1,4 +1,4 @@
-"""Exercise checkers for the book's chapters: one module per chapter (ch01 ... ch12).
+"""Exercise checkers for the book's chapters: one module per chapter (ch01, ch02, ...).
 
     from book_exercises.ch04 import check_layer_norm
     check_layer_norm(my_layer_norm)
@@ -9,4 +9,7 @@ package (transformer_book) and prints one line: "Not attempted yet: ...", "Corre
 and a conceptual QUESTION with its ANSWER.
 """
 
-CHAPTERS = tuple(f"ch{number:02d}" for number in range(1, 13))
+from pathlib import Path
+
+# every chXX.py beside this file, in order
+CHAPTERS = tuple(sorted(path.stem for path in Path(__file__).parent.glob("ch[0-9][0-9].py")))

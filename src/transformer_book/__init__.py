@@ -8,9 +8,18 @@ Chapter 10 adds the key/value cache to classes of chapters 1, 3, 7 and 9 (``cach
 ``offset=``, ``Transformer.new_caches``) in ``transformer_book.kv_cache``, which
 ``transformer_book.decoding`` imports; importing the package imports both, so the classes below
 always have the cache.
+
+Chapters 13 and 14 work on real sentences: the Tatoeba English-Chinese pairs shipped in
+``data/`` (``tatoeba_split``), byte-pair encoding (``BytePairEncoding``, ``read_merges``),
+length batches (``length_batches``), and a trained translator shipped in ``weights/``::
+
+    from transformer_book import pretrained_translator
+    translator, history = pretrained_translator()
+    translator.translate(["Tom is here."])  # beam search; beam_size=1 is greedy
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
+from transformer_book.batching import length_batches, pad_rows, padding_share
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
@@ -42,6 +51,15 @@ from transformer_book.numerals import (
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
+from transformer_book.subwords import (
+    BytePairEncoding,
+    Vocabulary,
+    chinese_vocabulary,
+    english_vocabulary,
+    learn_bpe,
+    read_merges,
+)
+from transformer_book.tatoeba import read_pairs, tatoeba_split
 from transformer_book.training import (
     DATES_CONFIG,
     DATES_TRAINING,
@@ -49,8 +67,17 @@ from transformer_book.training import (
     train_model,
     trained_dates_model,
 )
+from transformer_book.translation import (
+    TRANSLATION_CONFIG,
+    TRANSLATION_TRAINING,
+    Translator,
+    corpus_scores,
+    pretrained_translator,
+    train_translator,
+)
 
 __all__ = [
+    "BytePairEncoding",
     "DATES_CONFIG",
     "DATES_TRAINING",
     "Decoder",
@@ -62,20 +89,29 @@ __all__ = [
     "Generator",
     "LabelSmoothingLoss",
     "LayerNorm",
+    "MultiHeadAttention",
     "NUMBERS_CONFIG",
     "NUMBERS_TRAINING",
-    "MultiHeadAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
     "SublayerConnection",
+    "TRANSLATION_CONFIG",
+    "TRANSLATION_TRAINING",
     "Transformer",
+    "Translator",
+    "Vocabulary",
     "beam_search",
     "check_attention_mask",
     "check_mask",
-    "exact_match_accuracy",
     "chinese_numeral",
+    "chinese_vocabulary",
+    "corpus_scores",
+    "english_vocabulary",
     "english_words",
+    "exact_match_accuracy",
     "greedy_decode",
+    "learn_bpe",
+    "length_batches",
     "length_penalized",
     "load_torch_attention",
     "load_torch_decoder_layer",
@@ -83,7 +119,12 @@ __all__ = [
     "load_torch_transformer",
     "make_model",
     "numbers_task",
+    "pad_rows",
     "padding_mask",
+    "padding_share",
+    "pretrained_translator",
+    "read_merges",
+    "read_pairs",
     "sample_decode",
     "sample_next_token",
     "scaled_dot_product_attention",
@@ -92,8 +133,10 @@ __all__ = [
     "sinusoidal_table",
     "subsequent_mask",
     "target_mask",
-    "train_model",
-    "trained_dates_model",
+    "tatoeba_split",
     "top_p_filter",
+    "train_model",
+    "train_translator",
+    "trained_dates_model",
     "warmup_rate",
 ]

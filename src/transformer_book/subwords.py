@@ -1,0 +1,181 @@
+# This file is generated from book/13_tokens_from_text.ipynb by tools/export_package.py. Do not edit it by hand:
+# change the chapter, re-execute it, and run `python tools/export_package.py`.
+
+"""Subword tokens: byte-pair encoding from scratch for English, characters for
+Chinese, and vocabularies with an unknown token (chapter 13)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from importlib.resources import files
+from pathlib import Path
+
+import torch
+
+# a run of letters and digits, or a run of punctuation; spaces separate, and vanish
+WORD = re.compile(r"\w+|[^\w\s]+")
+END_OF_WORD = "</w>"
+
+
+def pre_tokenize(sentence: str) -> list[str]:
+    """ "Tom's here." -> ["Tom", "'", "s", "here", "."]"""
+    return WORD.findall(sentence)
+
+
+def word_symbols(word: str) -> tuple[str, ...]:
+    """ "cat" -> ("c", "a", "t</w>"): its characters, the last one marked as the end."""
+    return (*word[:-1], word[-1] + END_OF_WORD)
+
+
+def count_pairs(words: Counter) -> Counter:
+    """How often each pair of adjacent symbols occurs, over words and their counts."""
+    pairs = Counter()
+    for symbols, count in words.items():
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] += count
+    return pairs
+
+
+def merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    """Replace every occurrence of ``pair`` in ``symbols`` by one symbol, left to
+    right."""
+    merged, i = [], 0
+    while i < len(symbols):
+        if symbols[i : i + 2] == pair:
+            merged.append(symbols[i] + symbols[i + 1])
+            i += 2
+        else:
+            merged.append(symbols[i])
+            i += 1
+    return tuple(merged)
+
+
+def learn_bpe(sentences: Iterable[str], num_merges: int) -> list[tuple[str, str]]:
+    """Count adjacent pairs, merge the most frequent, repeat: the merges in order.
+
+    A tie goes to the pair counted first. Stops early if no pair is left.
+    """
+    if num_merges < 0:
+        raise ValueError(f"num_merges must be >= 0; got {num_merges}")
+    words = Counter(word_symbols(w) for s in sentences for w in pre_tokenize(s))
+    merges = []
+    for _ in range(num_merges):
+        pairs = count_pairs(words)
+        if not pairs:
+            break
+        best = max(pairs, key=pairs.get)
+        merges.append(best)
+        words = Counter({merge_pair(symbols, best): n for symbols, n in words.items()})
+    return merges
+
+
+class BytePairEncoding:
+    """English text -> subword tokens, with merges learned by ``learn_bpe``.
+
+    A word's symbols are merged lowest-ranked pair first (the pair learned earliest).
+    When no two merges make the same token (the shipped 2,000 make 2,000 different
+    ones), that gives the same tokens as applying every merge in the order learned.
+    """
+
+    def __init__(self, merges: Sequence[tuple[str, str]]):
+        self.merges = [tuple(pair) for pair in merges]
+        self.rank = {pair: rank for rank, pair in enumerate(self.merges)}
+        self._cache: dict[str, tuple[str, ...]] = {}
+
+    def encode_word(self, word: str) -> tuple[str, ...]:
+        if word not in self._cache:
+            symbols = word_symbols(word)
+            while len(symbols) > 1:
+                pairs = zip(symbols, symbols[1:])
+                best = min(pairs, key=lambda pair: self.rank.get(pair, len(self.rank)))
+                if best not in self.rank:
+                    break
+                symbols = merge_pair(symbols, best)
+            self._cache[word] = symbols
+        return self._cache[word]
+
+    def tokenize(self, sentence: str) -> list[str]:
+        """ "Tom's here." -> ["Tom</w>", "'</w>", "s</w>", "here</w>", ".</w>"]"""
+        return [token for w in pre_tokenize(sentence) for token in self.encode_word(w)]
+
+
+MERGES_FILE = "tatoeba_en_merges.txt"  # in transformer_book/data/
+
+
+def read_merges(path: str | Path | None = None) -> list[tuple[str, str]]:
+    """Merges from a file of "left right" lines, in order (default: the 2,000 merges
+    the package ships: ``learn_bpe`` on the English side of the Tatoeba training split,
+    written by tools/train_translator.py)."""
+    if path is None:
+        name = MERGES_FILE
+        text = (files("transformer_book") / "data" / MERGES_FILE).read_text("utf-8")
+    else:
+        name, text = Path(path).name, Path(path).read_text(encoding="utf-8")
+    merges = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        pair = tuple(line.split(" "))
+        if len(pair) != 2 or not all(pair):
+            raise ValueError(
+                f"{name}, line {number}: expected two symbols separated by one space; "
+                f"got {line!r}"
+            )
+        merges.append(pair)
+    return merges
+
+
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+
+
+class Vocabulary:
+    """Tokens <-> ids. Ids 0 to 3 are "<pad>", "<s>", "</s>" and "<unk>"; a token
+    that is not in the vocabulary encodes as "<unk>"."""
+
+    pad_id, start_id, end_id, unk_id = 0, 1, 2, 3
+
+    def __init__(self, tokens: Iterable[str]):
+        tokens = list(tokens)
+        repeated = sorted(token for token, n in Counter(tokens).items() if n > 1)
+        special = sorted(set(tokens) & set(SPECIAL_TOKENS))
+        if repeated or special:
+            raise ValueError(
+                "vocabulary tokens must be unique and not special tokens; "
+                f"repeated: {repeated[:5]}, special: {special}"
+            )
+        self.tokens = [*SPECIAL_TOKENS, *tokens]  # index = id
+        self.ids = {token: index for index, token in enumerate(self.tokens)}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, tokens: Iterable[str]) -> list[int]:
+        return [self.ids.get(token, self.unk_id) for token in tokens]
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """The tokens of ``ids``: stops at the first "</s>", skips "<pad>" and "<s>"."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        tokens = []
+        for index in ids:
+            if index == self.end_id:
+                break
+            if index not in (self.pad_id, self.start_id):
+                tokens.append(self.tokens[index])
+        return tokens
+
+
+def english_vocabulary(sentences: Iterable[str], merges: Sequence[tuple]) -> Vocabulary:
+    """Every symbol of the sentences' words, then every merged token, in merge order."""
+    sentences = list(sentences)
+    words = {word for sentence in sentences for word in pre_tokenize(sentence)}
+    alphabet = sorted({symbol for word in words for symbol in word_symbols(word)})
+    merged = [left + right for left, right in merges]
+    return Vocabulary(dict.fromkeys(alphabet + merged))  # two merges can give one token
+
+
+def chinese_vocabulary(sentences: Iterable[str]) -> Vocabulary:
+    """Every character of the sentences, the most frequent first."""
+    counts = Counter(character for sentence in sentences for character in sentence)
+    by_frequency = sorted(counts, key=lambda character: (-counts[character], character))
+    return Vocabulary(by_frequency)

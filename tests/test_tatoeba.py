@@ -1,0 +1,89 @@
+"""Tests for transformer_book.tatoeba (chapter 13): the shipped data file and its split."""
+
+import hashlib
+import lzma
+from importlib.resources import files
+
+import pytest
+
+from transformer_book.tatoeba import SPLIT_SIZES, read_pairs, tatoeba_split
+
+SHIPPED_SHA256 = "56541140bd3d99109f7dbba6c4407564223af5e31842865ceaae434ad7a264df"
+
+
+def test_the_shipped_file_is_the_documented_one():
+    data = files("transformer_book") / "data"
+    raw = lzma.decompress((data / "tatoeba_cmn.tsv.xz").read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == SHIPPED_SHA256
+    readme = (data / "README.md").read_text(encoding="utf-8")
+    for credit in ("Tatoeba", "ManyThings.org", "creativecommons.org/licenses/by/2.0/fr",
+                   "Simplified", SHIPPED_SHA256):
+        assert credit in readme
+
+
+def test_every_pair_keeps_its_attribution():
+    pairs = read_pairs()
+    assert len(pairs) == 29_155
+    first = pairs[0]
+    assert (first.english, first.chinese) == ("Hi.", "嗨。")
+    assert first.attribution == "CC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #891077 (Martha)"
+    assert all(pair.attribution.startswith("CC-BY 2.0 (France) Attribution: tatoeba.org #") for pair in pairs)
+
+
+def test_split_sizes_and_no_english_sentence_on_two_sides():
+    splits = {name: tatoeba_split(name) for name in ("train", "dev", "test")}
+    assert len(splits["test"]) == SPLIT_SIZES["test"] == 1000
+    assert len(splits["dev"]) == SPLIT_SIZES["dev"] == 500
+    assert len(splits["train"]) == 27_661 - 1500
+    sides = {name: {english for english, _ in pairs} for name, pairs in splits.items()}
+    assert not sides["train"] & sides["dev"]
+    assert not sides["train"] & sides["test"]
+    assert not sides["dev"] & sides["test"]
+    # every pair of the file is in exactly one split, with all its translations together
+    counted = sum(len(references) for pairs in splits.values() for _, references in pairs)
+    assert counted == 29_155
+    assert all(references for pairs in splits.values() for _, references in pairs)
+
+
+def test_split_is_fixed_and_keeps_extra_translations_as_references():
+    test = tatoeba_split("test")
+    assert test == tatoeba_split("test")  # the same every call (and every run: seeded)
+    # recorded once: a change to the seed, the sort or the file changes the split
+    assert test[:2] == [
+        ("He confessed to the murder.", ["他供认了杀人的罪行。"]),
+        ("I am unable to finish my homework.", ["我无法完成我的作业。"]),
+    ]
+    assert tatoeba_split("dev")[0][0] == "The space race was an exciting time in history."
+    assert tatoeba_split("train")[0][0] == "Do you have your driver's license?"
+    several = [references for _, references in test if len(references) > 1]
+    assert several, "the extra translations of a sentence become extra references"
+    test[0][1].append("changed")
+    assert tatoeba_split("test")[0][1][-1] != "changed", "callers get fresh lists"
+
+
+def test_bad_split_name_is_refused():
+    with pytest.raises(ValueError, match=r'"train", "dev" or "test"; got \'valid\''):
+        tatoeba_split("valid")
+
+
+def write_xz(path, text):
+    path.write_bytes(lzma.compress(text.encode("utf-8")))
+    return path
+
+
+def test_a_corrupt_file_is_refused_naming_the_line(tmp_path):
+    good = "Hi.\t你好。\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)\n"
+    assert len(read_pairs(write_xz(tmp_path / "good.tsv.xz", good * 2))) == 2
+    broken = write_xz(tmp_path / "broken.tsv.xz", good + "Hi. 你好。 no tabs\n")
+    with pytest.raises(ValueError, match=r"broken.tsv.xz, line 2: expected English, Chinese and a Tatoeba"):
+        read_pairs(broken)
+    empty_chinese = write_xz(tmp_path / "empty.tsv.xz", good + good.replace("你好。", " "))
+    with pytest.raises(ValueError, match="line 2"):
+        read_pairs(empty_chinese)
+    no_credit = write_xz(tmp_path / "credit.tsv.xz", good.replace("CC-BY", "public domain"))
+    with pytest.raises(ValueError, match="line 1"):
+        read_pairs(no_credit)
+    not_xz = tmp_path / "plain.tsv.xz"
+    not_xz.write_text(good, encoding="utf-8")
+    with pytest.raises(ValueError, match="plain.tsv.xz is not xz-compressed UTF-8 text"):
+        read_pairs(not_xz)

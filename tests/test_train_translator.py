@@ -1,0 +1,60 @@
+"""tools/train_translator.py on a toy budget: two runs write identical files, and --check's
+comparison finds a changed weight, merge or translation. (The real run takes about 15 minutes;
+``python tools/train_translator.py --check`` repeats it in full.)"""
+
+import json
+
+import pytest
+import torch
+
+import train_translator as tool
+from transformer_book.tatoeba import tatoeba_split
+
+
+@pytest.fixture()
+def toy(monkeypatch):
+    small = {name: tatoeba_split(name)[: 300 if name == "train" else 6] for name in ("train", "dev", "test")}
+    monkeypatch.setattr(tool, "tatoeba_split", lambda name: small[name])
+    settings = dict(tool.TRANSLATION_TRAINING, epochs=2, num_merges=30, max_steps=3, keep_last=2)
+    monkeypatch.setattr(tool, "TRANSLATION_TRAINING", settings)
+    monkeypatch.setattr(tool, "TRANSLATION_CONFIG", dict(tool.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2,
+                                                          max_len=64))
+    monkeypatch.setattr(tool, "BEAM", {"beam_size": 2, "alpha": 0.6})
+    return small
+
+
+def run_toy(folder):
+    """What train_all does, in this process (train_all runs the two models in two processes)."""
+    merges = tool.learn_bpe([english for english, _ in tool.tatoeba_split("train")], 30)
+    runs = {name: tool.train_run(name, smoothing, merges, "cpu") for name, smoothing in tool.SMOOTHING_RUNS.items()}
+    saved = runs[tool.SHIPPED_RUN].pop("shipped")
+    saved["history"] = runs[tool.SHIPPED_RUN]["history"]
+    for run in runs.values():
+        run.pop("shipped", None)
+        run.pop("seconds")
+    record = {"settings": {"training": tool.TRANSLATION_TRAINING}, "runs": runs}
+    tool.write(merges, saved, record, folder, folder)
+    return record
+
+
+def test_two_runs_write_identical_files_and_a_change_is_found(toy, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    record = run_toy(first)
+    run_toy(second)
+    assert tool.differences(second, first, first) == []
+    run = record["runs"][tool.SHIPPED_RUN]
+    assert set(run["test"]) == {"last greedy", "last beam", "averaged greedy", "averaged beam", "shipped beam"}
+    assert all(len(outputs) == 6 for outputs in run["test"].values())
+    assert [entry["epoch"] for entry in run["history"]] == [1]  # max_steps=3 ends the first epoch
+
+    saved = torch.load(second / tool.WEIGHTS_FILE, weights_only=True)
+    name = next(iter(saved["state_dict"]))
+    saved["state_dict"][name] = saved["state_dict"][name] + 1
+    torch.save(saved, second / tool.WEIGHTS_FILE)
+    (second / tool.MERGES_FILE).write_text("a b\n", encoding="utf-8")
+    runs = json.loads((second / tool.RUNS_FILE).read_text(encoding="utf-8"))
+    runs["runs"][tool.SHIPPED_RUN]["test"]["last beam"][0] += "!"
+    (second / tool.RUNS_FILE).write_text(json.dumps(runs), encoding="utf-8")
+    found = tool.differences(second, first, first)
+    assert found == [tool.MERGES_FILE, f"{tool.WEIGHTS_FILE}: tensor {name}",
+                     f"{tool.RUNS_FILE}: histories or translations"]

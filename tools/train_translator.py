@@ -1,0 +1,222 @@
+"""Train the English -> Chinese translator the package ships (chapters 13 and 14).
+
+    python tools/train_translator.py           # train, write the files (about 15 minutes)
+    python tools/train_translator.py --check   # train again; fail unless identical
+    python tools/train_translator.py --device cuda --out /tmp/run   # a GPU run, elsewhere
+
+It learns the byte-pair merges on the English side of the Tatoeba training split
+(``learn_bpe``, chapter 13), then trains two models with chapter 14's ``train_translator``
+and ``TRANSLATION_TRAINING``, in two processes side by side (one PyTorch thread each):
+
+* the shipped model: label smoothing 0.1, the average of its last checkpoints;
+* the same with no label smoothing, to measure the paper's claim that smoothing hurts
+  perplexity but helps BLEU.
+
+For each it records, epoch by epoch, the training loss, the dev loss (cross-entropy per
+character, no smoothing) and the dev BLEU and chrF of greedy decoding; and at the end the
+translations of the 1,000 test sources by the last and by the averaged weights, greedy and
+with beam search. It writes
+
+* ``src/transformer_book/data/tatoeba_en_merges.txt``: the merges, one "left right" a line
+  (``read_merges()`` reads them; chapter 13 learns the first ones again and compares);
+* ``src/transformer_book/weights/tatoeba_en_zh.pt``: the averaged smoothed model, in half
+  precision (``translator_state``), with its history: ``pretrained_translator()`` loads it;
+* ``src/transformer_book/weights/tatoeba_en_zh_runs.json``: the settings, both runs'
+  histories, test losses and test translations (chapter 14 scores and charts them), and the
+  training time (the one thing ``--check`` does not compare).
+
+Everything is seeded and runs on the CPU with one thread per process, so a second run
+writes the same files; ``--check`` proves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "src"))
+
+from transformer_book.subwords import (  # noqa: E402  (after the path is set)
+    MERGES_FILE,
+    learn_bpe,
+    read_merges,
+)
+from transformer_book.tatoeba import tatoeba_split  # noqa: E402
+from transformer_book.translation import (  # noqa: E402
+    TRANSLATION_CONFIG,
+    TRANSLATION_TRAINING,
+    WEIGHTS_FILE,
+    Translator,
+    average_checkpoints,
+    corpus_scores,
+    load_translator,
+    mean_token_loss,
+    train_translator,
+    translator_state,
+)
+
+WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
+DATA_DIR = REPO_ROOT / "src" / "transformer_book" / "data"
+RUNS_FILE = "tatoeba_en_zh_runs.json"
+SMOOTHING_RUNS = {"smoothing 0.1": 0.1, "no smoothing": 0.0}
+SHIPPED_RUN = "smoothing 0.1"
+BEAM = dict(beam_size=4, alpha=0.6)  # the paper's
+
+
+def train_run(name: str, smoothing: float, merges: list, device: str) -> dict:
+    """One model: train, average, translate the test set. Runs in its own process."""
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    train, dev, test = (tatoeba_split(split) for split in ("train", "dev", "test"))
+    options = dict(TRANSLATION_TRAINING)
+    epochs, seed = options.pop("epochs"), options.pop("seed")
+    options.pop("num_merges")
+    options["smoothing"] = smoothing
+    torch.manual_seed(seed)
+    translator = Translator.untrained(train, merges, TRANSLATION_CONFIG)
+
+    def on_epoch(epoch: int, translator: Translator) -> dict:
+        greedy = translator.translate([english for english, _ in dev], beam_size=1)
+        scores = corpus_scores(greedy, [references for _, references in dev])
+        print(f"  {name}: epoch {epoch}, dev BLEU {scores['bleu']:.2f}", flush=True)
+        return {
+            "dev_loss": mean_token_loss(translator, dev),
+            "dev_bleu": scores["bleu"],
+            "dev_chrf": scores["chrf"],
+        }
+
+    history, checkpoints = train_translator(
+        translator, train, epochs, seed=seed, device=device, on_epoch=on_epoch, **options
+    )
+    trained_seconds = time.perf_counter() - started
+    translator.model.cpu()
+    sources = [english for english, _ in test]
+    result = {"history": history, "test": {}, "test_loss": {}}
+    averaged = translator_state(translator, dtype=torch.float32)
+    averaged["state_dict"] = average_checkpoints(checkpoints)
+    models = {"last": translator, "averaged": load_translator(averaged)}
+    for label, model in models.items():
+        result["test_loss"][label] = mean_token_loss(model, test)
+        result["test"][f"{label} greedy"] = model.translate(sources, beam_size=1)
+        result["test"][f"{label} beam"] = model.translate(sources, **BEAM)
+    shipped = translator_state(models["averaged"])  # half precision
+    result["test_loss"]["shipped"] = mean_token_loss(load_translator(shipped), test)
+    result["test"]["shipped beam"] = load_translator(shipped).translate(sources, **BEAM)
+    result["shipped"] = shipped
+    result["seconds"] = {
+        "training": trained_seconds,
+        "total": time.perf_counter() - started,
+    }
+    return result
+
+
+def train_all(device: str) -> tuple[list, dict, dict]:
+    """(the merges, the shipped model's saved state, the runs' record)."""
+    started = time.perf_counter()
+    train = tatoeba_split("train")
+    english = [sentence for sentence, _ in train]
+    merges = learn_bpe(english, TRANSLATION_TRAINING["num_merges"])
+    bpe_seconds = time.perf_counter() - started
+    print(f"learned {len(merges)} merges in {bpe_seconds:.0f} s", flush=True)
+    jobs = [(name, smoothing, merges, device) for name, smoothing in SMOOTHING_RUNS.items()]
+    if device == "cpu":  # two processes, one thread each: the 2-core machine's best
+        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+            results = pool.starmap(train_run, jobs)
+    else:
+        results = [train_run(*job) for job in jobs]
+    runs = dict(zip(SMOOTHING_RUNS, results))
+    saved = runs[SHIPPED_RUN].pop("shipped")
+    saved["history"] = runs[SHIPPED_RUN]["history"]
+    for run in runs.values():
+        run.pop("shipped", None)
+    timing = {name: run.pop("seconds") for name, run in runs.items()}
+    timing["merges"] = bpe_seconds
+    timing["total"] = time.perf_counter() - started
+    record = {
+        "settings": {
+            "config": TRANSLATION_CONFIG,
+            "training": TRANSLATION_TRAINING,
+            "smoothing": SMOOTHING_RUNS,
+            "beam": BEAM,
+            "shipped": SHIPPED_RUN,
+            "device": device,
+            "torch": torch.__version__,
+        },
+        "runs": runs,
+        "timing_seconds": timing,
+    }
+    return merges, saved, record
+
+
+def write(merges: list, saved: dict, record: dict, weights_dir: Path, data_dir: Path):
+    for folder in (weights_dir, data_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"{left} {right}\n" for left, right in merges)
+    (data_dir / MERGES_FILE).write_text(lines, encoding="utf-8")
+    torch.save(saved, weights_dir / WEIGHTS_FILE)
+    text = json.dumps(record, ensure_ascii=False, indent=1, sort_keys=True)
+    (weights_dir / RUNS_FILE).write_text(text + "\n", encoding="utf-8")
+
+
+def differences(out_dir: Path, weights_dir: Path, data_dir: Path) -> list[str]:
+    """What differs between a run written to ``out_dir`` and the shipped files,
+    ignoring the timings."""
+    found = []
+    if read_merges(out_dir / MERGES_FILE) != read_merges(data_dir / MERGES_FILE):
+        found.append(MERGES_FILE)
+    ours = torch.load(out_dir / WEIGHTS_FILE, weights_only=True)
+    theirs = torch.load(weights_dir / WEIGHTS_FILE, weights_only=True)
+    for key in sorted(set(ours) | set(theirs)):
+        if key == "state_dict":
+            for name, value in theirs[key].items():
+                if name not in ours[key] or not torch.equal(ours[key][name], value):
+                    found.append(f"{WEIGHTS_FILE}: tensor {name}")
+        elif ours.get(key) != theirs.get(key):
+            found.append(f"{WEIGHTS_FILE}: {key}")
+    new, old = (
+        json.loads((folder / RUNS_FILE).read_text(encoding="utf-8"))
+        for folder in (out_dir, weights_dir)
+    )
+    for record in (new, old):
+        record.pop("timing_seconds", None)
+        record["settings"].pop("torch", None)
+    if new != old:
+        found.append(f"{RUNS_FILE}: histories or translations")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="train again and compare")
+    parser.add_argument("--device", default="cpu", help="cpu (reproducible) or cuda")
+    parser.add_argument(
+        "--out", type=Path, help="write all three files here instead of the package"
+    )
+    args = parser.parse_args(argv)
+    merges, saved, record = train_all(args.device)
+    print(json.dumps(record["timing_seconds"], indent=1))
+    if not args.check:
+        weights_dir, data_dir = (args.out, args.out) if args.out else (WEIGHTS_DIR, DATA_DIR)
+        write(merges, saved, record, weights_dir, data_dir)
+        print(f"wrote {MERGES_FILE} to {data_dir}, {WEIGHTS_FILE} and {RUNS_FILE} to {weights_dir}")
+        return 0
+    with tempfile.TemporaryDirectory() as folder:
+        write(merges, saved, record, Path(folder), Path(folder))
+        found = differences(Path(folder), WEIGHTS_DIR, DATA_DIR)
+    if found:
+        print("differs from the shipped files:\n  " + "\n  ".join(found))
+        return 1
+    print("identical to the shipped files (timings aside)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
