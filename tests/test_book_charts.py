@@ -39,3 +39,10 @@ def test_diverging_heatmap_is_centred_on_zero():
     frame = tidy(np.array([[-1.0, 2.0]]), row="r", column="c", value="v")
     spec = heatmap(frame, x="c", y="r", color="v", title="t", diverging=True).to_dict()
     assert spec["encoding"]["color"]["scale"]["domainMid"] == 0
+
+
+def test_js_list_is_a_vega_array_literal_that_keeps_chinese():
+    from book_charts import js_list
+
+    assert js_list([["0: Tom</w>", "1: 汤"], []]) == '[["0: Tom</w>", "1: 汤"], []]'
+    assert js_list([]) == "[]"

@@ -10,6 +10,7 @@ computation diagram per mechanism); their shapes come from a ``ModelConfig``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import altair as alt
@@ -47,6 +48,7 @@ __all__ = [
     "cross_attention_diagram",
     "feed_forward_diagram",
     "heatmap",
+    "js_list",
     "kv_cache_diagram",
     "masks_diagram",
     "multi_head_diagram",
@@ -54,6 +56,12 @@ __all__ = [
     "parameter_counts",
     "tidy",
 ]
+
+
+def js_list(values) -> str:
+    """A Python list (of lists) as a Vega expression array literal, for a chart that looks up
+    labels by index in a calculate transform (``f"{js_list(labels)}[datum.s][datum.q]"``)."""
+    return json.dumps(values, ensure_ascii=False)
 
 
 def tidy(matrix, row: str, column: str, value: str, decimals: int = 3) -> pd.DataFrame:
