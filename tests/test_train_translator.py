@@ -15,10 +15,11 @@ from transformer_book.tatoeba import tatoeba_split
 def toy(monkeypatch):
     small = {name: tatoeba_split(name)[: 300 if name == "train" else 6] for name in ("train", "dev", "test")}
     monkeypatch.setattr(tool, "tatoeba_split", lambda name: small[name])
-    settings = dict(tool.TRANSLATION_TRAINING, epochs=2, num_merges=30, max_steps=3, keep_last=2)
-    monkeypatch.setattr(tool, "TRANSLATION_TRAINING", settings)
-    monkeypatch.setattr(tool, "TRANSLATION_CONFIG", dict(tool.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2,
-                                                          max_len=64))
+    recipe = tool.translation  # train_recipe reads its settings from the module
+    settings = dict(recipe.TRANSLATION_TRAINING, epochs=2, num_merges=30, max_steps=3, keep_last=2)
+    monkeypatch.setattr(recipe, "TRANSLATION_TRAINING", settings)
+    monkeypatch.setattr(recipe, "TRANSLATION_CONFIG", dict(recipe.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2,
+                                                            max_len=64))
     monkeypatch.setattr(tool, "BEAM", {"beam_size": 2, "alpha": 0.6})
     return small
 
@@ -32,7 +33,7 @@ def run_toy(folder):
     for run in runs.values():
         run.pop("shipped", None)
         run.pop("seconds")
-    record = {"settings": {"training": tool.TRANSLATION_TRAINING}, "runs": runs}
+    record = {"settings": {"training": tool.translation.TRANSLATION_TRAINING}, "runs": runs}
     tool.write(merges, saved, record, folder, folder)
     return record
 

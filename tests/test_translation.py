@@ -7,6 +7,7 @@ from importlib.resources import files
 import pytest
 import torch
 
+from transformer_book import translation
 from transformer_book.subwords import read_merges
 from transformer_book.tatoeba import tatoeba_split
 from transformer_book.translation import (
@@ -18,6 +19,7 @@ from transformer_book.translation import (
     load_translator,
     mean_token_loss,
     pretrained_translator,
+    train_recipe,
     train_translator,
     translator_state,
 )
@@ -107,6 +109,16 @@ def test_bad_sentences_get_a_clear_error(shipped, sentence, message):
             translator.translate(["Fine.", sentence])
 
 
+def test_compatibility_characters_read_as_their_plain_forms(shipped):
+    translator, _ = shipped
+    plain = translator.source_ids("Tom is fine.")
+    assert translator.source_ids("\uff34\uff4f\uff4d is fine.") == plain  # full-width Tom
+    assert translator.source_ids("Tom is \ufb01ne.") == plain  # the ligature fi
+    assert translator.source_ids("Tom\u00a0is fine.") == plain  # a no-break space
+    with pytest.raises(TypeError, match="a sentence is a str; got int"):
+        translator.source_ids(3)
+
+
 def test_translate_refuses_a_bare_string_and_a_bad_beam(shipped):
     translator, _ = shipped
     with pytest.raises(TypeError, match="list of sentences; got one string"):
@@ -162,6 +174,28 @@ def test_training_refuses_bad_settings(small_pairs):
         train_translator(translator, small_pairs, 0)
     with pytest.raises(ValueError, match="keep_last=-1"):
         train_translator(translator, small_pairs, 1, keep_last=-1)
+
+
+def test_train_recipe_is_the_recipe_by_hand(small_pairs, monkeypatch):
+    monkeypatch.setattr(translation, "TRANSLATION_CONFIG", dict(TRANSLATION_CONFIG, d_model=32, d_ff=64, heads=2))
+    monkeypatch.setattr(translation, "TRANSLATION_TRAINING", dict(TRANSLATION_TRAINING, max_tokens=600))
+    merges = read_merges()[:100]
+    averaged, last, history = train_recipe(small_pairs, merges, epochs=3, keep_last=2)
+
+    torch.manual_seed(TRANSLATION_TRAINING["seed"])
+    by_hand = Translator.untrained(small_pairs, merges)
+    _, checkpoints = train_translator(by_hand, small_pairs, 3, max_tokens=600, warmup_steps=1000, smoothing=0.1,
+                                      seed=0, keep_last=2)
+    expected = average_checkpoints(checkpoints)
+    assert [record["epoch"] for record in history] == [1, 2, 3] and len(checkpoints) == 2
+    assert all(torch.equal(value, expected[name]) for name, value in averaged.model.state_dict().items())
+    assert all(torch.equal(value, by_hand.model.state_dict()[name]) for name, value in last.model.state_dict().items())
+    assert not averaged.model.training
+
+
+def test_train_recipe_refuses_an_unknown_setting(small_pairs):
+    with pytest.raises(TypeError, match=r"train_recipe got \['epoch'\]; it changes entries of TRANSLATION_TRAINING"):
+        train_recipe(small_pairs, [], epoch=3)
 
 
 def test_average_checkpoints():

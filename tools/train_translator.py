@@ -6,7 +6,8 @@
 
 It learns the byte-pair merges on the English side of the Tatoeba training split
 (``learn_bpe``, chapter 13), then trains two models with chapter 14's ``train_translator``
-and ``TRANSLATION_TRAINING``, in two processes side by side (one PyTorch thread each):
+with ``TRANSLATION_TRAINING`` (``train_recipe``: the averaged model and the last one), in
+two processes side by side (one PyTorch thread each):
 
 * the shipped model: label smoothing 0.1, the average of its last checkpoints;
 * the same with no label smoothing, to measure the paper's claim that smoothing hurts
@@ -50,16 +51,13 @@ from transformer_book.subwords import (  # noqa: E402  (after the path is set)
     read_merges,
 )
 from transformer_book.tatoeba import tatoeba_split  # noqa: E402
+from transformer_book import translation  # noqa: E402
 from transformer_book.translation import (  # noqa: E402
-    TRANSLATION_CONFIG,
-    TRANSLATION_TRAINING,
     WEIGHTS_FILE,
-    Translator,
-    average_checkpoints,
     corpus_scores,
     load_translator,
     mean_token_loss,
-    train_translator,
+    train_recipe,
     translator_state,
 )
 
@@ -76,14 +74,8 @@ def train_run(name: str, smoothing: float, merges: list, device: str) -> dict:
     torch.set_num_threads(1)
     started = time.perf_counter()
     train, dev, test = (tatoeba_split(split) for split in ("train", "dev", "test"))
-    options = dict(TRANSLATION_TRAINING)
-    epochs, seed = options.pop("epochs"), options.pop("seed")
-    options.pop("num_merges")
-    options["smoothing"] = smoothing
-    torch.manual_seed(seed)
-    translator = Translator.untrained(train, merges, TRANSLATION_CONFIG)
 
-    def on_epoch(epoch: int, translator: Translator) -> dict:
+    def on_epoch(epoch: int, translator) -> dict:
         greedy = translator.translate([english for english, _ in dev], beam_size=1)
         scores = corpus_scores(greedy, [references for _, references in dev])
         print(f"  {name}: epoch {epoch}, dev BLEU {scores['bleu']:.2f}", flush=True)
@@ -93,16 +85,15 @@ def train_run(name: str, smoothing: float, merges: list, device: str) -> dict:
             "dev_chrf": scores["chrf"],
         }
 
-    history, checkpoints = train_translator(
-        translator, train, epochs, seed=seed, device=device, on_epoch=on_epoch, **options
+    averaged, last, history = train_recipe(
+        train, merges, device=device, on_epoch=on_epoch, smoothing=smoothing
     )
     trained_seconds = time.perf_counter() - started
-    translator.model.cpu()
+    averaged.model.cpu()
+    last.model.cpu()
     sources = [english for english, _ in test]
     result = {"history": history, "test": {}, "test_loss": {}}
-    averaged = translator_state(translator, dtype=torch.float32)
-    averaged["state_dict"] = average_checkpoints(checkpoints)
-    models = {"last": translator, "averaged": load_translator(averaged)}
+    models = {"last": last, "averaged": averaged}
     for label, model in models.items():
         result["test_loss"][label] = mean_token_loss(model, test)
         result["test"][f"{label} greedy"] = model.translate(sources, beam_size=1)
@@ -123,7 +114,7 @@ def train_all(device: str) -> tuple[list, dict, dict]:
     started = time.perf_counter()
     train = tatoeba_split("train")
     english = [sentence for sentence, _ in train]
-    merges = learn_bpe(english, TRANSLATION_TRAINING["num_merges"])
+    merges = learn_bpe(english, translation.TRANSLATION_TRAINING["num_merges"])
     bpe_seconds = time.perf_counter() - started
     print(f"learned {len(merges)} merges in {bpe_seconds:.0f} s", flush=True)
     jobs = [(name, smoothing, merges, device) for name, smoothing in SMOOTHING_RUNS.items()]
@@ -142,8 +133,8 @@ def train_all(device: str) -> tuple[list, dict, dict]:
     timing["total"] = time.perf_counter() - started
     record = {
         "settings": {
-            "config": TRANSLATION_CONFIG,
-            "training": TRANSLATION_TRAINING,
+            "config": translation.TRANSLATION_CONFIG,
+            "training": translation.TRANSLATION_TRAINING,
             "smoothing": SMOOTHING_RUNS,
             "beam": BEAM,
             "shipped": SHIPPED_RUN,

@@ -73,6 +73,7 @@ from transformer_book.translation import (
     Translator,
     corpus_scores,
     pretrained_translator,
+    train_recipe,
     train_translator,
 )
 
@@ -136,6 +137,7 @@ __all__ = [
     "tatoeba_split",
     "top_p_filter",
     "train_model",
+    "train_recipe",
     "train_translator",
     "trained_dates_model",
     "warmup_rate",

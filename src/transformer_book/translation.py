@@ -6,6 +6,7 @@ length batches, translating with greedy or beam search (chapter 14)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Sequence
 
 import torch
@@ -76,6 +77,11 @@ class Translator:
     def source_ids(self, sentence: str) -> list[int]:
         """An English sentence's token ids, or a ValueError saying why it cannot be
         translated."""
+        if not isinstance(sentence, str):
+            raise TypeError(f"a sentence is a str; got {type(sentence).__name__}")
+        # Full-width letters, ligatures and the like become their plain forms, as
+        # in the training sentences: "Ｔｏｍ" reads as "Tom", "ﬁne" as "fine".
+        sentence = unicodedata.normalize("NFKC", sentence)
         ids = self.source_vocab.encode(self.bpe.tokenize(sentence))
         if not ids:
             raise ValueError(f"nothing to translate in {sentence!r}: no English words")
@@ -321,3 +327,37 @@ def pretrained_translator(device="cpu") -> tuple[Translator, list[dict]]:
     with (files("transformer_book") / "weights" / WEIGHTS_FILE).open("rb") as handle:
         saved = torch.load(handle, map_location="cpu", weights_only=True)
     return load_translator(saved, device), saved["history"]
+
+
+def train_recipe(
+    pairs: Sequence[tuple[str, list[str]]],
+    merges: Sequence[tuple[str, str]],
+    *,
+    device="cpu",
+    on_epoch: Callable[[int, Translator], dict] | None = None,
+    **changes,
+) -> tuple[Translator, Translator, list[dict]]:
+    """Train a translator as the shipped one was: a seeded ``TRANSLATION_CONFIG``
+    model, ``train_translator`` with ``TRANSLATION_TRAINING`` (entries replaced by
+    ``changes``, e.g. ``smoothing=0.0``), then the last checkpoints averaged.
+
+    Returns (averaged, last, history): the averaged translator in eval mode on
+    ``device``, the translator as training left it, and the history per epoch.
+    """
+    unknown = set(changes) - set(TRANSLATION_TRAINING) - {"max_steps"}
+    if unknown:
+        raise TypeError(
+            f"train_recipe got {sorted(unknown)}; it changes entries of "
+            f"TRANSLATION_TRAINING ({', '.join(TRANSLATION_TRAINING)}) or max_steps"
+        )
+    recipe = {**TRANSLATION_TRAINING, **changes}
+    recipe.pop("num_merges")  # the merges are learned before, by learn_bpe
+    epochs = recipe.pop("epochs")
+    torch.manual_seed(recipe["seed"])  # the initial weights
+    last = Translator.untrained(pairs, merges)
+    history, checkpoints = train_translator(
+        last, pairs, epochs, device=device, on_epoch=on_epoch, **recipe
+    )
+    averaged = translator_state(last, dtype=torch.float32)
+    averaged["state_dict"] = average_checkpoints(checkpoints)
+    return load_translator(averaged, device), last, history
