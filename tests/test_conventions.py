@@ -140,3 +140,48 @@ def test_model_package_does_not_import_plotting_or_notebook_code():
     for module in (REPO_ROOT / "src" / "transformer_book").glob("*.py"):
         text = module.read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import|from)\s+(altair|pandas|book_charts|IPython|matplotlib)", text, re.MULTILINE), module
+
+
+KEY_IDEAS = re.compile(r"^> \*\*Key ideas\*\*\n>\n((?:> .*\n?)+)", re.MULTILINE)
+TEST_MACHINERY = re.compile(
+    r"nbval|regression tests?|BOOK_DEVICE_TEST|seed 00\d|bit-identical|wall-clock|ignored outputs?", re.IGNORECASE
+)
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_chapter_opens_with_its_idea_then_the_map(notebook):
+    """Title, badge, two or three sentences, a key ideas box of 3 to 5 bullets; then the collapsed
+    set-up cell and the map; the chapter's longer introduction comes after."""
+    first, setup, here, map_cell = cells(notebook)[:4]
+    text = source(first)
+    number = int(notebook.stem[:2])
+    assert text.startswith(f"# {number}. "), text[:60]
+    badge = sync_repo_url.BADGE_LINE.search(text)
+    key_ideas = KEY_IDEAS.search(text)
+    assert badge and key_ideas, "the first cell needs the badge, then the idea, then the key ideas box"
+    idea = text[badge.end() : key_ideas.start()].strip()
+    sentences = re.findall(r"[.!?](?:\s|$)", idea)
+    assert 2 <= len(sentences) <= 3, f"the idea in two or three sentences, not {len(sentences)}:\n{idea}"
+    bullets = [line for line in key_ideas.group(1).splitlines() if line.startswith("> * ")]
+    assert 3 <= len(bullets) <= 5, f"{len(bullets)} key ideas"
+    assert text.rstrip().endswith(key_ideas.group(0).rstrip()), "nothing after the key ideas box"
+    assert source(setup).startswith(sync_repo_url.SETUP_MARKER) and sync_repo_url.is_hidden(setup)
+    assert source(here).startswith("**You are here.**")
+    assert f"architecture(highlight={number})" in source(map_cell)
+    assert "hide-input" in map_cell["metadata"].get("tags", [])
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
+def test_opening_speaks_to_the_reader_not_the_test_suite(notebook):
+    """The opening cells (up to the first section) never mention tests, nbval, the device-test flag or
+    the source notes' file names: that belongs in contributing.md."""
+    opening = []
+    for cell in cells(notebook):
+        if cell["cell_type"] == "markdown" and source(cell).startswith("## "):
+            break
+        if cell["cell_type"] == "markdown":
+            opening.append(source(cell))
+    found = TEST_MACHINERY.findall("\n".join(opening))
+    assert not found, found
+    device_prose = [text for text in opening if "`device`" in text]
+    assert len(device_prose) == 1 and "\n" not in device_prose[0].strip(), "one line about the device"

@@ -1,22 +1,27 @@
-"""Write every chapter's Colab badge and setup cells from the repository URL in _config.yml.
+"""Write the generated cells of every chapter: the Colab badge, the set-up cell, the solutions' titles.
 
 The repository URL and branch are configured once, under ``repository:`` in ``_config.yml`` (the book's
-launch buttons read them there too). A chapter carries them in three generated places:
+launch buttons read them there too). A chapter carries them in two generated places:
 
 * the *Open in Colab* badge in its first markdown cell. The badge image is inlined (a PNG ``data:``
   URI), so it shows in Colab, in a downloaded notebook and in the offline book alike;
-* the "## Setup" markdown cell, which tells the reader what the setup cell does;
-* the setup cell (the first code cell). In Colab it pip-installs the companion package from the
+* the set-up cell (the first code cell). In Colab it pip-installs the companion package from the
   repository. Anywhere else, if the package is missing, it stops at once with one message: the exact
   ``%pip install "transformer-book[charts] @ git+URL@BRANCH"`` line to run.
 
-This script rewrites all three in every chapter:
+The set-up cell is out of the reader's way everywhere: its first line is a Colab form title
+(``# @title ...``) and its metadata make it a collapsed form in Colab (``cellView: form``), a hidden
+source in Jupyter (``jupyter.source_hidden``) and a collapsed input in the book (tag ``hide-input``).
+Exercise solutions (code cells tagged ``solution``) get the same treatment, titled "Solution", so that
+a reader who runs the chapter does not see them by accident either.
 
-    python tools/sync_repo_url.py          # rewrite badges and setup cells in place
-    python tools/sync_repo_url.py --check  # exit 1 if any chapter disagrees with _config.yml
+This script rewrites all of it in every chapter:
 
-Only the source of those cells changes (the setup cell prints nothing when the package is installed),
-so stored outputs stay valid. tests/test_conventions.py runs the same check.
+    python tools/sync_repo_url.py          # rewrite badges, set-up cells and solution cells in place
+    python tools/sync_repo_url.py --check  # exit 1 if any chapter disagrees
+
+Only the source and metadata of those cells change (the set-up cell prints nothing when the package
+is installed), so stored outputs stay valid. tests/test_conventions.py runs the same check.
 """
 
 from __future__ import annotations
@@ -66,8 +71,11 @@ BADGE_PNG_BASE64 = (
 )
 # Any image source, so that older badges (a relative path to _static/colab-badge.svg) are rewritten.
 BADGE_LINE = re.compile(r"^\[!\[Open in Colab\]\([^)\s]*\)\]\([^)]*\)$", re.MULTILINE)
-SETUP_MARKER = "# Colab setup:"
-SETUP_HEADING = "## Setup"
+SETUP_MARKER = "# @title Set-up"
+SETUP_TITLE = f"{SETUP_MARKER}: in Colab, installs the book's companion package"
+SOLUTION_TITLE = "# @title Solution"
+OLD_SETUP_HEADING = "## Setup"  # the markdown cell that used to explain the set-up cell
+HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # Colab, Jupyter
 
 
 def repository() -> tuple[str, str, str]:
@@ -108,30 +116,12 @@ def install_line() -> str:
     return f'%pip install "{package_spec()}"'
 
 
-def setup_markdown() -> str:
-    return (
-        f"{SETUP_HEADING}\n"
-        "\n"
-        "The first cell sets up the book's companion package: `transformer_book`, the model code written\n"
-        "in these chapters, and `book_charts`, the chart helpers. In Google Colab it installs it. Anywhere\n"
-        "else it only checks that it is installed; if it is not, the cell stops with this line, to run in\n"
-        "a cell of its own before running the notebook again:\n"
-        "\n"
-        "```text\n"
-        f"{install_line()}\n"
-        "```\n"
-        "\n"
-        "That also installs PyTorch if it is missing (on Linux, PyPI's CUDA build, several GB; the\n"
-        "repository's README gives the CPU-only line). In a clone of the repository, `bash scripts/test.sh`\n"
-        "sets everything up instead (see *Run a chapter locally* in the README)."
-    )
-
-
 def setup_source() -> str:
     url, branch, _ = repository()
     ours = ", ".join(f'"{name}"' for name in companion_modules())
     return (
-        f"{SETUP_MARKER} install the companion package; elsewhere, stop if it is missing.\n"
+        f"{SETUP_TITLE}\n"
+        "# (anywhere else, it stops with the install line if the package is missing)\n"
         "import importlib.util\n"
         "import sys\n"
         "\n"
@@ -163,6 +153,23 @@ def setup_source() -> str:
     )
 
 
+def is_hidden(cell) -> bool:
+    """Collapsed in Colab (a form), in Jupyter (hidden source) and in the book (tag hide-input)."""
+    metadata = cell["metadata"]
+    return (
+        metadata.get("cellView") == "form"
+        and metadata.get("jupyter", {}).get("source_hidden") is True
+        and "hide-input" in metadata.get("tags", [])
+    )
+
+
+def hide(cell) -> None:
+    cell["metadata"].update(HIDDEN)
+    tags = cell["metadata"].setdefault("tags", [])
+    if "hide-input" not in tags:
+        tags.append("hide-input")
+
+
 def problems_in(notebook: Path, fix: bool) -> list[str]:
     """What disagrees with _config.yml in one chapter; with ``fix``, rewrite it instead."""
     data = nbformat.read(notebook, as_version=4)
@@ -186,16 +193,28 @@ def problems_in(notebook: Path, fix: bool) -> list[str]:
         problems.append(f"{notebook.name}: setup cell is not the one generated for {package_spec()!r}")
         if fix:
             first_code["source"] = setup_source()
-    position = cells.index(first_code)
-    before = cells[position - 1] if position else None
-    if not (before and before["cell_type"] == "markdown" and "".join(before["source"]).startswith(SETUP_HEADING)):
-        problems.append(f"{notebook.name}: no '{SETUP_HEADING}' markdown cell right before the setup cell")
+    if not is_hidden(first_code):
+        problems.append(f"{notebook.name}: the setup cell is not collapsed (Colab form, Jupyter, book)")
         if fix:
-            cells.insert(position, nbformat.v4.new_markdown_cell(setup_markdown()))
-    elif "".join(before["source"]) != setup_markdown():
-        problems.append(f"{notebook.name}: the '{SETUP_HEADING}' cell is not the generated one")
-        if fix:
-            before["source"] = setup_markdown()
+            hide(first_code)
+    for cell in cells:
+        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(OLD_SETUP_HEADING):
+            problems.append(f"{notebook.name}: a '{OLD_SETUP_HEADING}' cell (the set-up is one collapsed cell now)")
+    if fix:
+        data.cells = cells = [
+            cell for cell in cells
+            if not (cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(OLD_SETUP_HEADING))
+        ]
+    for cell in cells:
+        if cell["cell_type"] != "code" or "solution" not in cell["metadata"].get("tags", []):
+            continue
+        text = "".join(cell["source"])
+        if not text.startswith(SOLUTION_TITLE) or not is_hidden(cell):
+            problems.append(f"{notebook.name}: a solution cell without its title or not hidden: {text[:60]!r}")
+            if fix:
+                if not text.startswith(SOLUTION_TITLE):
+                    cell["source"] = f"{SOLUTION_TITLE}\n{text}"
+                hide(cell)
     if fix and problems:
         nbformat.write(data, notebook)
     return problems
