@@ -16,6 +16,10 @@ length batches (``length_batches``), and a trained translator shipped in ``weigh
     from transformer_book import pretrained_translator
     translator, history = pretrained_translator()
     translator.translate(["Tom is here."])  # beam search; beam_size=1 is greedy
+
+Chapter 15 builds a decoder-only model (``GPT``, ``GPTConfig``), checked against Hugging
+Face's GPT-2 (``gpt_from_hf``), and trains it on the Tang poems shipped in ``data/``
+(``poem_split``, ``CharVocabulary``, ``train_lm``, ``Poet``).
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
@@ -23,6 +27,14 @@ from transformer_book.batching import length_batches, pad_rows, padding_share
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
+from transformer_book.gpt import (
+    GPT,
+    GPTConfig,
+    causal_lm_loss,
+    causal_mask,
+    gpt_from_hf,
+    hf_parameter_pairs,
+)
 from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
 from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
 from transformer_book.decoding import (
@@ -48,8 +60,11 @@ from transformer_book.numerals import (
     chinese_numeral,
     english_words,
     numbers_task,
+    trained_numbers_model,
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
+from transformer_book.poems import CharVocabulary, poem_split, read_poems
+from transformer_book.poet import Poet, perplexity, regular_form, train_lm
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
 from transformer_book.subwords import (
     BytePairEncoding,
@@ -79,6 +94,7 @@ from transformer_book.translation import (
 
 __all__ = [
     "BytePairEncoding",
+    "CharVocabulary",
     "DATES_CONFIG",
     "DATES_TRAINING",
     "Decoder",
@@ -87,12 +103,15 @@ __all__ = [
     "Embeddings",
     "Encoder",
     "EncoderLayer",
+    "GPT",
+    "GPTConfig",
     "Generator",
     "LabelSmoothingLoss",
     "LayerNorm",
     "MultiHeadAttention",
     "NUMBERS_CONFIG",
     "NUMBERS_TRAINING",
+    "Poet",
     "PositionalEncoding",
     "PositionwiseFeedForward",
     "SublayerConnection",
@@ -102,6 +121,8 @@ __all__ = [
     "Translator",
     "Vocabulary",
     "beam_search",
+    "causal_lm_loss",
+    "causal_mask",
     "check_attention_mask",
     "check_mask",
     "chinese_numeral",
@@ -110,7 +131,9 @@ __all__ = [
     "english_vocabulary",
     "english_words",
     "exact_match_accuracy",
+    "gpt_from_hf",
     "greedy_decode",
+    "hf_parameter_pairs",
     "learn_bpe",
     "length_batches",
     "length_penalized",
@@ -123,9 +146,13 @@ __all__ = [
     "pad_rows",
     "padding_mask",
     "padding_share",
+    "perplexity",
+    "poem_split",
     "pretrained_translator",
     "read_merges",
     "read_pairs",
+    "read_poems",
+    "regular_form",
     "sample_decode",
     "sample_next_token",
     "scaled_dot_product_attention",
@@ -136,9 +163,11 @@ __all__ = [
     "target_mask",
     "tatoeba_split",
     "top_p_filter",
+    "train_lm",
     "train_model",
     "train_recipe",
     "train_translator",
     "trained_dates_model",
+    "trained_numbers_model",
     "warmup_rate",
 ]

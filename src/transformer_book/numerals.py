@@ -135,3 +135,34 @@ def numbers_task(held_out: bool = False) -> Task:
 NUMBERS_CONFIG = dict(num_layers=2, d_model=64, d_ff=256, heads=4, dropout=0.1)
 # train_model keyword arguments: the chapter's fixed, seeded training (no smoothing)
 NUMBERS_TRAINING = dict(steps=120, batch_size=128, warmup_steps=100, smoothing=0.0)
+
+
+# in transformer_book/weights/, written by tools/train_numbers.py
+NUMBERS_WEIGHTS = "numbers.pt"
+
+
+def trained_numbers_model(step: int | None = None, device="cpu"):
+    """(model, history) of the number model trained longer by tools/train_numbers.py:
+    the checkpoint after ``step`` steps (default: the last), in evaluation mode on
+    ``device``, and the run's loss history up to that step."""
+    from importlib.resources import files
+
+    import torch
+
+    from transformer_book.model import make_model
+
+    weights = files("transformer_book") / "weights" / NUMBERS_WEIGHTS
+    with weights.open("rb") as handle:
+        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    checkpoints = saved["checkpoints"]
+    step = max(checkpoints) if step is None else step
+    if step not in checkpoints:
+        raise ValueError(
+            f"no checkpoint after step={step!r}; the package has {sorted(checkpoints)}"
+        )
+    config = dict(saved["config"])
+    sizes = config.pop("source_vocab"), config.pop("target_vocab")
+    model = make_model(*sizes, **config)
+    state = {name: value.float() for name, value in checkpoints[step].items()}
+    model.load_state_dict(state)
+    return model.to(device).eval(), saved["history"][:step]

@@ -1,0 +1,33 @@
+"""tools/train_numbers.py on a toy budget: two runs write identical files, the checkpoints are points
+of one run, and --check's comparison finds a changed weight or decoding. (The real run takes about 7
+minutes; ``python tools/train_numbers.py --check`` repeats it in full.)"""
+
+import json
+
+import torch
+
+import train_numbers as tool
+
+
+def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, tmp_path):
+    monkeypatch.setattr(tool, "CHECKPOINT_STEPS", (3, 6))
+    monkeypatch.setattr(tool, "HELD_OUT", 40)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        tool.write(*tool.train_all(), folder)
+    assert tool.differences(second, first) == []
+    saved = torch.load(first / tool.WEIGHTS_FILE, weights_only=True)
+    assert sorted(saved["checkpoints"]) == [3, 6] and len(saved["history"]) == 6
+    record = json.loads((first / tool.RUNS_FILE).read_text(encoding="utf-8"))
+    assert set(record["checkpoints"]["6"]["decoders"]) == set(tool.DECODERS)
+    assert len(record["checkpoints"]["6"]["right answer log p"]) == 40
+
+    name = next(iter(saved["checkpoints"][6]))
+    saved["checkpoints"][6][name] = saved["checkpoints"][6][name] + 1
+    torch.save(saved, second / tool.WEIGHTS_FILE)
+    record["checkpoints"]["3"]["decoders"]["greedy"]["right"] += 1
+    (second / tool.RUNS_FILE).write_text(json.dumps(record), encoding="utf-8")
+    assert tool.differences(second, first) == [
+        f"{tool.WEIGHTS_FILE}: checkpoint 6, tensor {name}",
+        f"{tool.RUNS_FILE}: decodings",
+    ]
