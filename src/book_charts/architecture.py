@@ -29,6 +29,7 @@ CHAPTERS = {
     12: "12_search_matters",
     13: "13_tokens_from_text",
     14: "14_translating",
+    15: "15_writing_poems",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -45,6 +46,7 @@ CHAPTER_TITLES = {
     12: "when search matters: greedy against beam search",
     13: "tokens from text: subwords, characters, batches",
     14: "translating English into Chinese",
+    15: "from translator to GPT: writing Tang poems",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -66,6 +68,9 @@ PARTS: dict[str, tuple[str, ...]] = {
     "search_matters": (*DECODER, "linear", "softmax", "loop"),
     "tokens_from_text": ("enc_embed", "dec_embed"),
     "translating": (),  # filled in below: everything
+    # a GPT: the decoder without cross-attention, and the output layer
+    "writing_poems": ("dec_embed", "dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn",
+                      "dec_norm3", "decoder", "linear", "softmax", "loop"),
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -240,7 +245,7 @@ def architecture(
     links = [(9, "Ch. 9: the whole model"), (2, "Ch. 2: attention inside each head"),
              (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned"),
              (12, "Ch. 12: when search matters"), (13, "Ch. 13: tokens from real text"),
-             (14, "Ch. 14: English to Chinese")]
+             (14, "Ch. 14: English to Chinese"), (15, "Ch. 15: a GPT writes poems")]
     for row, (number, text) in enumerate(links):
         notes.append(Note(text, 10, 392 - 15 * row, "left", 10, color=HIGHLIGHT if number == chapter else LINK,
                           bold=number == chapter, href=chapter_page(number),

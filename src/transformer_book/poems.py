@@ -1,0 +1,111 @@
+# This file is generated from book/15_writing_poems.ipynb by tools/export_package.py. Do not edit it by hand:
+# change the chapter, re-execute it, and run `python tools/export_package.py`.
+
+"""Tang poems (chapter 15): the regulated five-character poems shipped with the package,
+their fixed split by poem into train and held-out, and a character vocabulary."""
+
+from __future__ import annotations
+
+import functools
+import lzma
+import random
+import re
+from importlib.resources import files
+from pathlib import Path
+
+import torch
+
+DATA_FILE = (
+    "tang_poems.txt.xz"  # in transformer_book/data/, with its README and LICENSE
+)
+SPLIT_SEED = 0
+HELD_OUT = 1000  # distinct poems; "train" has the rest
+# One poem: verses of five characters, each closed by ， or 。 (59 verses by ？)
+POEM = re.compile(r"(?:[^，。？\s]{5}[，。？])+")
+
+
+def read_poems(path: str | Path | None = None) -> list[str]:
+    """Every line of an xz-compressed poem file (default: the one the package ships).
+
+    A line is one poem, verses of five characters each followed by ，, 。
+    or ？; a file with any other line is refused, naming the line.
+    """
+    if path is None:
+        name = DATA_FILE
+        raw = (files("transformer_book") / "data" / DATA_FILE).read_bytes()
+    else:
+        name, raw = Path(path).name, Path(path).read_bytes()
+    try:
+        text = lzma.decompress(raw).decode("utf-8")
+    except (lzma.LZMAError, UnicodeDecodeError) as error:
+        raise ValueError(f"{name} is not xz-compressed UTF-8 text ({error})") from None
+    poems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not POEM.fullmatch(line):
+            raise ValueError(
+                f"{name}, line {number}: expected one poem, verses of five characters "
+                f"each followed by ，, 。 or ？; got {line[:80]!r}"
+            )
+        poems.append(line)
+    return poems
+
+
+@functools.cache
+def _distinct_poems() -> tuple[str, ...]:
+    return tuple(sorted(set(read_poems())))
+
+
+def poem_split(name: str) -> list[str]:
+    """The "train" or "held-out" poems.
+
+    The split is by poem: a poem that occurs twice in the file is one poem, on one
+    side. The distinct poems are sorted, shuffled once with ``SPLIT_SEED``; the first
+    1,000 are held out.
+    """
+    if name not in ("train", "held-out"):
+        raise ValueError(f'split must be "train" or "held-out"; got {name!r}')
+    poems = list(_distinct_poems())
+    random.Random(SPLIT_SEED).shuffle(poems)
+    return poems[:HELD_OUT] if name == "held-out" else poems[HELD_OUT:]
+
+
+class CharVocabulary:
+    """Characters <-> ids, with three special tokens: padding (id 0), the poem
+    boundary ``<s>`` (id 1; it starts and ends every poem) and ``<unk>`` (id 2)."""
+
+    PAD, BOUNDARY, UNKNOWN = "<pad>", "<s>", "<unk>"
+
+    def __init__(self, characters):
+        specials = [self.PAD, self.BOUNDARY, self.UNKNOWN]
+        self.tokens = specials + sorted(set(characters) - set(specials))
+        self.ids = {token: index for index, token in enumerate(self.tokens)}
+        self.pad_id, self.boundary_id, self.unknown_id = 0, 1, 2
+
+    @classmethod
+    def from_poems(cls, poems) -> "CharVocabulary":
+        return cls(set("".join(poems)))
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def unknown(self, text: str) -> list[str]:
+        """The characters of ``text`` that the vocabulary lacks, in order, once each."""
+        return list(dict.fromkeys(c for c in text if c not in self.ids))
+
+    def encode(self, text: str, boundaries: bool = True) -> list[int]:
+        """A poem -> ids: <s>, its characters, <s>; unknown characters become <unk>."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str; got {type(text).__name__}")
+        ids = [self.ids.get(c, self.unknown_id) for c in text]
+        return [self.boundary_id, *ids, self.boundary_id] if boundaries else ids
+
+    def decode(self, ids) -> str:
+        """Ids -> text, the special tokens left out."""
+        return "".join(self.tokens[i] for i in ids if i not in (0, 1, 2))
+
+    def batch(self, poems, device=None) -> torch.Tensor:
+        """Poems -> (batch, longest + 2) ids, padded with <pad>."""
+        rows = [self.encode(poem) for poem in poems]
+        width = max(len(row) for row in rows)
+        padded = [row + [self.pad_id] * (width - len(row)) for row in rows]
+        return torch.tensor(padded, dtype=torch.long, device=device)

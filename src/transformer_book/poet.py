@@ -1,0 +1,159 @@
+# This file is generated from book/15_writing_poems.ipynb by tools/export_package.py. Do not edit it by hand:
+# change the chapter, re-execute it, and run `python tools/export_package.py`.
+
+"""Writing poems (chapter 15): training a GPT on the poems, perplexity, the poem form,
+and a Poet that samples with temperature, top-k and top-p and the key/value cache."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+import torch
+import torch.nn.functional as F
+
+from transformer_book.decoding import top_p_filter
+from transformer_book.generator import sample_next_token
+from transformer_book.gpt import causal_lm_loss
+from transformer_book.poems import CharVocabulary
+
+
+def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None):
+    """Train a GPT on the poems for ``steps`` seeded random batches with AdamW (the
+    learning rate warmed up over the first tenth, then decayed linearly to zero);
+    returns the training loss of every step."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+        raise ValueError(f"steps must be a positive int; got steps={steps!r}")
+    if not poems:
+        raise ValueError("poems is empty: nothing to train on")
+    draw = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1))),
+    )
+    model.train()
+    losses = []
+    for _ in range(steps):
+        batch = vocab.batch(draw.sample(poems, min(batch_size, len(poems))), device)
+        loss = causal_lm_loss(model(batch), batch, vocab.pad_id)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+    return losses
+
+
+@torch.no_grad()
+def perplexity(model, vocab, poems, batch_size=100, device=None) -> float:
+    """exp of the mean cross-entropy per predicted token (every character and the
+    closing <s>) over the poems, teacher-forced."""
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(poems), batch_size):
+        batch = vocab.batch(poems[start : start + batch_size], device)
+        logits = model(batch)
+        targets = batch[:, 1:]
+        losses = F.cross_entropy(
+            logits[:, :-1].transpose(1, 2),
+            targets,
+            ignore_index=vocab.pad_id,
+            reduction="sum",
+        )
+        total += losses.item()
+        count += int((targets != vocab.pad_id).sum())
+    return math.exp(total / count)
+
+
+VERSE = re.compile(r"[^，。？]*[，。？]|[^，。？]+$")
+
+
+def regular_form(poem: str) -> bool:
+    """True if every verse of ``poem`` has five characters, the verses end in turn with
+    ， and 。 (or ？), and there are 4 or 8 of them."""
+    verses = VERSE.findall(poem)
+    return len(verses) in (4, 8) and all(
+        len(verse) == 6
+        and verse[-1] in ("，" if i % 2 == 0 else "。？")
+        for i, verse in enumerate(verses)
+    )
+
+
+class Poet:
+    """A GPT with its character vocabulary, that writes poems."""
+
+    def __init__(self, model, vocab: CharVocabulary):
+        self.model, self.vocab = model, vocab
+
+    @torch.no_grad()
+    def write(
+        self,
+        prompt: str = "",
+        temperature: float = 0.8,
+        top_p: float = 0.9,
+        seed: int = 0,
+        acrostic: bool = False,
+        top_k: int | None = None,
+    ) -> str:
+        """A poem that starts with ``prompt`` (e.g. a first verse), sampled with the
+        key/value cache; with ``acrostic``, a 藏头诗 whose verses open with the
+        prompt's characters, in order, one verse each (where a verse starts, the
+        other tokens' logits are set to -inf)."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+        missing = self.vocab.unknown(prompt)
+        if missing:
+            raise ValueError(
+                f"the poet does not know the characters {''.join(missing)!r} of "
+                f"prompt {prompt!r}"
+            )
+        if acrostic and not 1 <= len(prompt) <= 8:
+            raise ValueError(
+                "an acrostic prompt has 1 to 8 characters, one per verse; "
+                f"got {prompt!r}"
+            )
+        heads = list(prompt) if acrostic else []
+        ids = [self.vocab.boundary_id] + (
+            [] if acrostic else self.vocab.encode(prompt, boundaries=False)
+        )
+        model = self.model.eval()
+        device = next(model.parameters()).device
+        generator = torch.Generator(device=device).manual_seed(seed)
+        caches, offset = model.new_caches(), 0
+        feed = ids
+        verse_ends = {self.vocab.ids.get(mark) for mark in "，。？"}
+        while True:
+            tokens = torch.tensor([feed], device=device)
+            logits = model(tokens, caches, offset)[0, -1]  # (vocab,)
+            offset += len(feed)
+            logits[self.vocab.pad_id] = float("-inf")
+            logits[self.vocab.unknown_id] = float("-inf")
+            written = ids[1:]
+            verse_start = not written or written[-1] in verse_ends
+            verses = sum(1 for i in written if i in verse_ends)
+            if heads and verses < len(heads):
+                logits[self.vocab.boundary_id] = float("-inf")  # not done yet
+            if heads and verse_start:
+                keep = (
+                    self.vocab.ids[heads[verses]]
+                    if verses < len(heads)
+                    else self.vocab.boundary_id
+                )
+                forced = torch.full_like(logits, float("-inf"))
+                forced[keep] = 0.0
+                logits = forced
+            if temperature > 0:
+                logits = top_p_filter(logits / temperature, top_p)
+            chosen = int(
+                sample_next_token(
+                    logits, 1.0 if temperature > 0 else 0, top_k, generator
+                )
+            )
+            if chosen == self.vocab.boundary_id or offset >= model.config.max_len:
+                break
+            ids.append(chosen)
+            feed = [chosen]
+        return self.vocab.decode(ids)

@@ -1,0 +1,76 @@
+"""Tests for transformer_book.poems (chapter 15): the shipped Tang poems, their split, the
+character vocabulary."""
+
+import hashlib
+import lzma
+from importlib.resources import files
+
+import pytest
+import torch
+
+from transformer_book.poems import HELD_OUT, CharVocabulary, poem_split, read_poems
+
+SHIPPED_SHA256 = "3d4f30e72e0a3870f9cc1b1c538a72afc60589242c75c3ff625a405e0043a322"
+
+
+def test_the_shipped_file_is_the_documented_one_with_its_licence():
+    data = files("transformer_book") / "data"
+    raw = lzma.decompress((data / "tang_poems.txt.xz").read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == SHIPPED_SHA256
+    readme = (data / "README.md").read_text(encoding="utf-8")
+    for credit in ("chinese-poetry", "JackeyGao", "MIT", "tang_poems_LICENSE.txt", "OpenCC",
+                   SHIPPED_SHA256):
+        assert credit in readme
+    licence = (data / "tang_poems_LICENSE.txt").read_text(encoding="utf-8")
+    assert "Copyright (c) 2016 JackeyGao" in licence and "MIT License" in licence
+
+
+def test_every_line_is_a_poem():
+    poems = read_poems()
+    assert len(poems) == 18_409 and len(set(poems)) == 18_055
+    assert poems[0].startswith("秦川雄帝宅，函谷壮皇居。")
+    assert all(len(poem) % 6 == 0 for poem in poems)
+
+
+def test_no_poem_on_two_sides_and_every_poem_on_one():
+    train, held_out = poem_split("train"), poem_split("held-out")
+    assert len(held_out) == HELD_OUT == 1000
+    assert not set(train) & set(held_out)
+    assert len(set(train)) == len(train) and len(set(held_out)) == len(held_out)
+    assert set(train) | set(held_out) == set(read_poems())
+
+
+def test_split_is_fixed():
+    # recorded once: a change to the seed, the sort or the file changes the split
+    assert poem_split("held-out") == poem_split("held-out")
+    assert poem_split("train")[0].startswith("雷霆空霹雳，云雨竟虚无。")
+    assert poem_split("held-out")[0].startswith("行旅悲摇落，风波厌别离。")
+
+
+def test_bad_split_name_is_refused():
+    with pytest.raises(ValueError, match="'test'"):
+        poem_split("test")
+
+
+def test_a_corrupt_file_is_refused_naming_the_line(tmp_path):
+    path = tmp_path / "poems.txt.xz"
+    path.write_bytes(lzma.compress("白日依山尽，黄河入海流。\n白日依山，黄河入海流。\n".encode()))
+    with pytest.raises(ValueError, match=r"poems.txt.xz, line 2: .*'白日依山，黄河入海流。'"):
+        read_poems(path)
+    path.write_bytes(b"not xz")
+    with pytest.raises(ValueError, match="not xz-compressed"):
+        read_poems(path)
+
+
+def test_vocabulary_round_trip_and_unknown_characters():
+    vocab = CharVocabulary.from_poems(["白日依山尽，", "黄河入海流。"])
+    ids = vocab.encode("白日，黄河。")
+    assert ids[0] == ids[-1] == vocab.boundary_id
+    assert vocab.decode(ids) == "白日，黄河。"
+    assert vocab.encode("月", boundaries=False) == [vocab.unknown_id]
+    assert vocab.unknown("月白风清") == ["月", "风", "清"]
+    batch = vocab.batch(["白日，", "黄河入海流。"])
+    assert batch.shape == (2, 8) and batch.dtype == torch.long
+    assert batch[0, 5:].tolist() == [vocab.pad_id] * 3
+    with pytest.raises(TypeError, match="str"):
+        vocab.encode(["白"])
