@@ -28,6 +28,7 @@ EXPECTED_CHAPTERS = [
     "12_search_matters",
     "13_tokens_from_text",
     "14_translating",
+    "15_writing_poems",
 ]
 SMALL = ModelConfig(d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3,
                     source_len=7, target_len=5)
@@ -128,8 +129,8 @@ def test_every_chapter_highlights_something_and_names_it_in_the_title():
 def test_bad_highlight_names_the_value_and_the_choices():
     with pytest.raises(ValueError, match=r"multi_head_attention.*got highlight='attn'"):
         architecture("attn")
-    with pytest.raises(ValueError, match="highlight=15"):
-        architecture(15)
+    with pytest.raises(ValueError, match="highlight=16"):
+        architecture(16)
     assert resolve_highlight("book/06_masking.ipynb") == ("masking", 6)
 
 

@@ -393,6 +393,15 @@ MUTATIONS = [
      "any ONE reference"),
     ("ch14", "clipped_matches", "for reference in references:", "for reference in references[:1]:",
      "use every reference"),
+    ("ch15", "next_token_loss", [("logits[:, :-1].reshape", "logits.reshape"), ("tokens[:, 1:].reshape", "tokens.reshape")],
+     "shift by one"),
+    ("ch15", "next_token_loss", ", ignore_index=0", "", "leave the padding targets out"),
+    ("ch15", "acrostic_logits", 'torch.full_like(logits, float("-inf"))', "torch.zeros_like(logits)",
+     "not to 0"),
+    ("ch15", "acrostic_logits", "    return kept", "    return logits.clone()", "every other character must become impossible"),
+    ("ch15", "top_p", "drop[order] = before >= top_p", "drop[order] = sorted_probabilities.cumsum(-1) > top_p",
+     "keep the token that brings the mass over top_p"),
+    ("ch15", "top_p", "argsort(descending=True)", "argsort(descending=False)", "the nucleus holds the LIKELIEST"),
 ]
 
 def output_of(checker, function, capsys, **kwargs):
