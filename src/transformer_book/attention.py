@@ -5,9 +5,8 @@
 
 softmax(Q K^T / sqrt(d_k)) V, with an optional boolean mask (True = may attend, as in
 torch.nn.functional.scaled_dot_product_attention and the opposite of
-torch.nn.MultiheadAttention) and
-optional dropout on the weights. The weights are returned with the output, for
-inspection and charts.
+torch.nn.MultiheadAttention) and optional dropout on the weights. The weights are
+returned with the output, for inspection and charts.
 """
 
 from __future__ import annotations
@@ -24,9 +23,9 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
     """Raise a ValueError naming the shapes unless ``mask`` is boolean and broadcasts to
     the scores.
 
-    Only boolean masks are accepted: an integer 0/1 mask or an additive float mask (0
-    and -inf) would be
-    read with a meaning we can only guess, and a wrong guess silently inverts the mask.
+    Only boolean masks are accepted: an integer 0/1 mask or an additive float mask
+    (0 and -inf) would be read with a meaning we can only guess, and a wrong guess
+    silently inverts the mask.
     """
     check_tensor("mask", mask)
     if mask.dtype != torch.bool:
@@ -40,8 +39,7 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
     if broadcast != scores_shape:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the attention "
-            "scores of shape "
-            f"{tuple(scores_shape)} (..., queries, keys)"
+            f"scores of shape {tuple(scores_shape)} (..., queries, keys)"
         )
 
 
@@ -55,17 +53,13 @@ def scaled_dot_product_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V, returning (output, attention weights).
 
-    query (..., queries, d_k), key (..., keys, d_k), value (..., keys, d_v) -> output
-    (..., queries, d_v),
-    weights (..., queries, keys). ``mask`` is boolean and broadcasts to (..., queries,
-    keys):
-    True means "may attend" (as in F.scaled_dot_product_attention; the opposite of
-    nn.MultiheadAttention).
-    A query with nothing to attend to gets all-zero weights and a zero output, never
-    NaN.
+    query (..., queries, d_k), key (..., keys, d_k), value (..., keys, d_v)
+    -> output (..., queries, d_v), weights (..., queries, keys).
+    ``mask`` is boolean and broadcasts to (..., queries, keys): True means "may attend"
+    (as in F.scaled_dot_product_attention; the opposite of nn.MultiheadAttention).
+    A query with nothing to attend to gets all-zero weights and a zero output, not NaN.
     ``dropout`` (e.g. an nn.Dropout) is applied to the weights. ``scale`` replaces
-    1/sqrt(d_k)
-    (chapter 9's ablation sets it to 1: no scaling).
+    1/sqrt(d_k) (chapter 11's ablation sets it to 1: no scaling).
     """
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         check_tensor(
@@ -95,8 +89,8 @@ def scaled_dot_product_attention(
     # (..., queries, keys), each row sums to 1
     weights = torch.softmax(scores, dim=-1)
     if mask is not None:
-        # A fully masked row is the softmax of all -inf, which is NaN. It attends to
-        # nothing: weights 0.
+        # A fully masked row is the softmax of all -inf, which is NaN.
+        # It attends to nothing: weights 0.
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if dropout is not None:
         weights = dropout(weights)

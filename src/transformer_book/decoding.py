@@ -24,8 +24,8 @@ def _next_log_probs(
     caches: list[dict] | None,
     step: int,
 ) -> torch.Tensor:
-    """Log-probabilities of the token after ``tokens`` (batch, step + 1): (batch,
-    vocab)."""
+    """Log-probabilities of the token after ``tokens`` (batch, step + 1):
+    (batch, vocab)."""
     # only the newest token goes in; earlier keys/values are cached
     if caches is not None:
         hidden = model.decode(
@@ -82,8 +82,8 @@ def greedy_decode(
     end_id: int | None = None,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """The most probable token at every step: source (batch, source) -> (batch, 1 +
-    new).
+    """The most probable token at every step:
+    source (batch, source) -> (batch, 1 + new).
 
     The output starts with ``start_id``. A sequence that has emitted ``end_id`` only
     repeats it, and decoding stops once every sequence has ended. ``use_cache`` feeds
@@ -189,7 +189,7 @@ def sequence_log_prob(
     tokens: torch.Tensor,
     end_id: int | None = None,
 ) -> torch.Tensor:
-    """Total log-probability of tokens[:, 1:] by one plain teacher-forced pass:
+    """Total log-probability of tokens[:, 1:] by one plain teacher-forced pass,
     (batch,).
 
     Tokens after the first ``end_id`` are not counted (decoders pad with it).

@@ -121,8 +121,8 @@ def make_model(
     attention_scale: float | None = None,
     tie_weights: bool = False,
 ) -> Transformer:
-    """A Transformer with the paper's base hyperparameters as defaults,
-    Xavier-initialised.
+    """A Xavier-initialised Transformer, with the paper's base hyperparameters as
+    defaults.
 
     ``final_norm`` (default: ``norm_first``) ends each stack with a layer norm, which
     pre-norm needs and nn.Transformer always has. ``positional=False`` leaves out the
@@ -231,8 +231,8 @@ def sequence_loss(
     pad_id: int,
     loss_fn: nn.Module,
 ) -> torch.Tensor:
-    """Teacher forcing: read target[:, :-1], predict target[:, 1:]; ``loss_fn`` of (N,
-    vocab) and (N,).
+    """Teacher forcing: read target[:, :-1], predict target[:, 1:];
+    ``loss_fn`` of (N, vocab) and (N,).
 
     source (batch, source) and target (batch, target) are token ids padded with
     ``pad_id``; each target starts with the start token.
@@ -250,8 +250,8 @@ def sequence_loss(
 def warmup_rate(
     step: int, d_model: int, warmup_steps: int, factor: float = 1.0
 ) -> float:
-    """The paper's learning rate: factor * d_model^-0.5 * min(step^-0.5, step *
-    warmup_steps^-1.5).
+    """The paper's learning rate:
+    factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
 
     It rises linearly for ``warmup_steps`` steps, to a peak of factor / sqrt(d_model *
     warmup_steps), then decays as 1 / sqrt(step). Step 0 (LambdaLR asks for it when
