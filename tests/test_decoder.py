@@ -198,7 +198,7 @@ def test_swapped_masks_are_refused_naming_the_shapes():
     # The self-attention, whose keys are the 5 target positions, receives the 7-key source mask.
     x, memory, source, target = batch()
     decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF), 1)
-    with pytest.raises(ValueError, match=re.escape("mask of shape (3, 1, 7)") + r".*\(3, 5, 5\)"):
+    with pytest.raises(ValueError, match=re.escape("target_mask of shape (3, 1, 7)") + r".*\(3, 5, 5\)"):
         decoder(x, memory, target_mask(target, PAD), padding_mask(source, PAD))
 
 
@@ -207,7 +207,7 @@ def test_float_masks_are_refused(name):
     x, memory, source, target = batch()
     masks = {"source_mask": padding_mask(source, PAD), "target_mask": target_mask(target, PAD)}
     masks[name] = masks[name].float()
-    with pytest.raises(ValueError, match=r"mask must be boolean.*torch.float32"):
+    with pytest.raises(ValueError, match=rf"{name} must be boolean.*torch.float32"):
         DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, **masks)
 
 
@@ -255,22 +255,27 @@ def test_dropout_only_in_training():
         assert not torch.allclose(decoder(x, memory), decoder(x, memory))
 
 
-def test_the_decoder_leaves_the_mask_check_to_the_attention(monkeypatch):
-    # One check per mask: the decoder layer calls none itself; each attention checks its own mask once.
+def test_the_decoder_checks_each_mask_by_name_with_chapter_6s_rule(monkeypatch):
+    # The layer checks its two masks itself, by name, with the attention's own rule (the same function),
+    # against the scores each attention computes; the attentions then check them again.
     from transformer_book import decoder, multihead
 
-    assert not hasattr(decoder, "check_attention_mask")
+    assert decoder.check_attention_mask is multihead.check_attention_mask
     calls = []
     original = multihead.check_attention_mask
 
-    def counted(*args, **kwargs):
-        calls.append(args[1:4])  # (batch, queries, keys)
-        return original(*args, **kwargs)
+    def counted(mask, batch, queries, keys, name="mask", heads=None):
+        calls.append((name, batch, queries, keys))
+        return original(mask, batch, queries, keys, name, heads)
 
+    monkeypatch.setattr(decoder, "check_attention_mask", counted)
     monkeypatch.setattr(multihead, "check_attention_mask", counted)
     x, memory, source, target = batch()
     DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
-    assert calls == [(3, 5, 5), (3, 5, 7)]  # self-attention (target keys), then cross-attention (source keys)
+    assert calls == [
+        ("target_mask", 3, 5, 5), ("source_mask", 3, 5, 7),  # the layer's, by name
+        ("mask", 3, 5, 5), ("mask", 3, 5, 7),  # self-attention's (target keys), cross-attention's (source keys)
+    ]
 
 
 def test_a_batch_keys_source_mask_is_refused_with_the_fix():

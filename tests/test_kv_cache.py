@@ -165,7 +165,7 @@ def test_a_step_mask_must_cover_the_cached_positions():
     with torch.no_grad():
         decoder(x[:, :2], memory, None, subsequent_mask(2), caches=caches)
         decoder(x[:, 2:3], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)  # 2 cached + 1
-        with pytest.raises(ValueError, match=re.escape("mask of shape (1, 1, 3)") + r".*\(3, 1, 4\)"):
+        with pytest.raises(ValueError, match=re.escape("target_mask of shape (1, 1, 3)") + r".*\(3, 1, 4\)"):
             decoder(x[:, 3:4], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)
 
 

@@ -223,7 +223,7 @@ def test_same_outputs_as_nn_transformer(norm_first):
 
 def test_loading_refuses_a_different_model_and_names_the_difference():
     _, theirs = torch_pair(norm_first=False)
-    with pytest.raises(ValueError, match=r"final norms \(ours False, theirs True\)"):
+    with pytest.raises(ValueError, match=r"encoder final norm \(ours False, theirs True\), decoder final norm \(ours False, theirs True\)"):
         load_torch_transformer(small_model(), theirs)
     with pytest.raises(ValueError, match=r"encoder layers \(ours 3, theirs 2\).*decoder layers \(ours 3, theirs 2\)"):
         load_torch_transformer(small_model(num_layers=3, final_norm=True), theirs)

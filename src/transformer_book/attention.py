@@ -43,6 +43,17 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
         )
 
 
+def check_dropout_module(dropout: object) -> None:
+    """Raise a TypeError unless ``dropout`` is a module (an nn.Dropout) or None; a
+    probability such as 0.1 would fail only when called, as "'float' object is not
+    callable"."""
+    if dropout is not None and not isinstance(dropout, nn.Module):
+        raise TypeError(
+            "dropout takes a module such as nn.Dropout(0.1) (or None); got "
+            f"{type(dropout).__name__} {dropout!r}"
+        )
+
+
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -79,6 +90,7 @@ def scaled_dot_product_attention(
             f"every key needs a value; got {key.size(-2)} keys and {value.size(-2)} "
             "values"
         )
+    check_dropout_module(dropout)
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
     scores = (query * scale) @ key.transpose(-2, -1)  # (..., queries, keys)

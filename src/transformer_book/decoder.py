@@ -20,7 +20,11 @@ from transformer_book.encoder import (
     copy_torch_feed_forward_and_norms,
 )
 from transformer_book.feed_forward import PositionwiseFeedForward
-from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.multihead import (
+    MultiHeadAttention,
+    check_attention_mask,
+    load_torch_attention,
+)
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.validation import check_tensor
 
@@ -32,7 +36,7 @@ class DecoderLayer(nn.Module):
     x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target,
     d_model). ``target_mask`` broadcasts to (batch, target, target) and ``source_mask``
     to (batch, target, source); both are boolean, True = may attend, and are checked by
-    the attentions. With ``need_weights`` the layer keeps its attention weights in
+    name. With ``need_weights`` the layer keeps its attention weights in
     ``self_attention_weights`` (batch, heads, target, target) and
     ``cross_attention_weights`` (batch, heads, target, source).
     """
@@ -64,8 +68,7 @@ class DecoderLayer(nn.Module):
         target_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> torch.Tensor:
-        self._check_inputs(x, memory)
-        # The masks are checked where they are used, by the attentions (chapter 3).
+        self._check_inputs(x, memory, source_mask, target_mask)
 
         def self_attend(normed: torch.Tensor) -> torch.Tensor:
             output, self.self_attention_weights = self.self_attn(
@@ -84,9 +87,19 @@ class DecoderLayer(nn.Module):
         x = self.sublayers[1](x, cross_attend)  # (batch, target, d_model)
         return self.sublayers[2](x, self.feed_forward)  # (batch, target, d_model)
 
-    def _check_inputs(self, x: torch.Tensor, memory: torch.Tensor) -> None:
+    def _check_inputs(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        source_mask: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
+        target_keys: int | None = None,
+    ) -> None:
         """Raise a ValueError naming the shapes unless x and memory are floating
-        (batch, target, d_model) and (batch, source, d_model) tensors."""
+        (batch, target, d_model) and (batch, source, d_model) tensors, and one naming
+        the mask unless each mask fits its attention's scores (chapter 6's rule):
+        target_mask (batch, target, target_keys), source_mask (batch, target, source).
+        ``target_keys``, the positions self-attention reads, defaults to target."""
         check_tensor("x", x, floating=True)
         check_tensor("memory", memory, floating=True)
         if x.dim() != 3 or memory.dim() != 3 or x.size(0) != memory.size(0):
@@ -95,6 +108,16 @@ class DecoderLayer(nn.Module):
                 "(batch, source, d_model) with the same batch; "
                 f"got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
             )
+        (batch, target, _), source = x.shape, memory.size(1)
+        keys = target if target_keys is None else target_keys
+        for name, mask, mask_keys in (
+            ("target_mask", target_mask, keys),
+            ("source_mask", source_mask, source),
+        ):
+            if mask is not None:
+                check_attention_mask(
+                    mask, batch, target, mask_keys, name, self.self_attn.heads
+                )
 
 
 class Decoder(nn.Module):
@@ -135,10 +158,29 @@ def load_torch_decoder_layer(
     the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
-    norm placement, activation (ours is ReLU) or layer-norm eps.
+    norm placement, activation (ours is ReLU) or layer-norm eps, and (TypeError) any
+    other kind of layer.
     """
+    check_kinds(ours, theirs, DecoderLayer, nn.TransformerDecoderLayer)
     check_torch_layer(ours, theirs)  # chapter 5: same sizes, norm placement, ReLU, eps
     load_torch_attention(ours.self_attn, theirs.self_attn)
     load_torch_attention(ours.cross_attn, theirs.multihead_attn)
     copy_torch_feed_forward_and_norms(ours, theirs)  # linear1, linear2 and norm1..norm3
     return ours
+
+
+def check_kinds(
+    ours: nn.Module, theirs: nn.Module, our_class: type, their_class: type
+) -> None:
+    """Raise a TypeError unless ours is an ``our_class`` and theirs a PyTorch
+    ``their_class``: a loader given another kind of module would fail half-way, on a
+    missing attribute."""
+    for side, module, expected, prefix in (
+        ("ours", ours, our_class, "a "),
+        ("theirs", theirs, their_class, "an nn."),
+    ):
+        if not isinstance(module, expected):
+            raise TypeError(
+                f"{side} must be {prefix}{expected.__name__}; "
+                f"got {type(module).__name__}"
+            )

@@ -14,6 +14,7 @@ import transformer_book.kv_cache  # noqa: F401
 from transformer_book.generator import sample_next_token
 from transformer_book.masking import subsequent_mask
 from transformer_book.model import Transformer
+from transformer_book.validation import check_tensor
 
 
 def _next_log_probs(
@@ -37,6 +38,21 @@ def _next_log_probs(
     return model.generator(hidden[:, -1])  # (batch, vocab)
 
 
+def _check_source(source: torch.Tensor) -> None:
+    """Refuse anything but token ids (batch, source) with at least one sequence."""
+    check_tensor("source", source)
+    if source.dim() != 2:
+        raise ValueError(
+            "source must be token ids (batch, source); "
+            f"got shape {tuple(source.shape)}"
+        )
+    if source.size(0) == 0:
+        raise ValueError(
+            f"source holds no sequences (shape {tuple(source.shape)}); "
+            "decode at least one"
+        )
+
+
 def _decode_loop(
     model: Transformer,
     source: torch.Tensor,
@@ -54,6 +70,7 @@ def _decode_loop(
         raise ValueError(
             f"max_new_tokens must be positive; got max_new_tokens={max_new_tokens}"
         )
+    _check_source(source)
     batch, device = source.size(0), source.device
     memory = model.encode(source, source_mask)  # (batch, source, d_model), once
     tokens = torch.full((batch, 1), start_id, dtype=torch.long, device=device)
@@ -133,11 +150,14 @@ def beam_search(
             "beam_size and max_new_tokens must be positive; got "
             f"beam_size={beam_size}, max_new_tokens={max_new_tokens}"
         )
+    _check_source(source)
     batch, device = source.size(0), source.device
     memory = model.encode(source, source_mask)  # (batch, source, d_model)
     # (batch * beam, source, d_model)
     memory = memory.repeat_interleave(beam_size, dim=0)
-    if source_mask is not None:  # (batch * beam, 1, source)
+    if source_mask is not None:  # one per source (even if shared), then per hypothesis
+        source_mask = source_mask.expand(batch, *source_mask.shape[1:])
+        # (batch * beam, 1, source)
         source_mask = source_mask.repeat_interleave(beam_size, dim=0)
     # (batch * beam, 1)
     tokens = torch.full(

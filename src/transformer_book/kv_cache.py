@@ -75,9 +75,10 @@ def forward(
 ) -> torch.Tensor:
     """Chapter 7's forward; ``cache`` is {"self": {...}, "cross": {...}}, one dict for
     each attention."""
-    self._check_inputs(x, memory)
     self_cache = cache["self"] if cache is not None else None
     cross_cache = cache["cross"] if cache is not None else None
+    cached = self_cache["key"].size(2) if self_cache and "key" in self_cache else 0
+    self._check_inputs(x, memory, source_mask, target_mask, cached + x.size(1))
 
     def self_attend(normed: torch.Tensor) -> torch.Tensor:
         output, self.self_attention_weights = self.self_attn(

@@ -8,8 +8,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
-from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
+from transformer_book.decoder import (
+    Decoder,
+    DecoderLayer,
+    check_kinds,
+    load_torch_decoder_layer,
+)
+from transformer_book.encoder import (
+    Encoder,
+    EncoderLayer,
+    check_torch_layer,
+    load_torch_encoder_layer,
+)
 from transformer_book.generator import Generator
 from transformer_book.masking import padding_mask, subsequent_mask, target_mask
 from transformer_book.multihead import MultiHeadAttention
@@ -183,12 +193,35 @@ def make_model(
 
 @torch.no_grad()
 def load_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> Transformer:
-    """Copy an nn.Transformer's weights into our encoder and decoder stacks (same sizes
-    and norm_first).
+    """Copy an nn.Transformer's weights into our encoder and decoder stacks.
 
-    nn.Transformer has no embeddings or generator, and it always ends each stack with a
-    layer norm, so ours must be built with ``final_norm=True``.
+    nn.Transformer has no embeddings or generator, and it ends each stack with a layer
+    norm (unless given custom stacks without one), so ours is built with
+    ``final_norm=True`` to match. Any difference that would make the two compute
+    different functions is refused, naming it, before anything is copied.
     """
+    check_torch_transformer(ours, theirs)
+    for layer, their_layer in zip(ours.encoder.layers, theirs.encoder.layers):
+        load_torch_encoder_layer(layer, their_layer)
+    for layer, their_layer in zip(ours.decoder.layers, theirs.decoder.layers):
+        load_torch_decoder_layer(layer, their_layer)
+    for norm, their_norm in (
+        (ours.encoder.norm, theirs.encoder.norm),
+        (ours.decoder.norm, theirs.decoder.norm),
+    ):
+        if their_norm is not None:  # then ours has one too: checked above
+            norm.gamma.copy_(their_norm.weight)
+            norm.beta.copy_(their_norm.bias)
+    return ours
+
+
+def check_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> None:
+    """Raise unless load_torch_transformer can make ours compute what theirs computes,
+    naming what differs: another kind of model (TypeError); the number of layers, the
+    norm placement or the final norms; then, layer by layer, the sizes, activation and
+    layer-norm eps (chapter 5's check), and the eps of the final norms (ValueError).
+    """
+    check_kinds(ours, theirs, Transformer, nn.Transformer)
     pairs = {
         "encoder layers": (len(ours.encoder.layers), len(theirs.encoder.layers)),
         "decoder layers": (len(ours.decoder.layers), len(theirs.decoder.layers)),
@@ -196,9 +229,13 @@ def load_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> Transfo
             ours.encoder.layers[0].sublayers[0].norm_first,
             theirs.encoder.layers[0].norm_first,
         ),
-        "final norms": (
+        "encoder final norm": (
             isinstance(ours.encoder.norm, LayerNorm),
             theirs.encoder.norm is not None,
+        ),
+        "decoder final norm": (
+            isinstance(ours.decoder.norm, LayerNorm),
+            theirs.decoder.norm is not None,
         ),
     }
     different = [
@@ -211,17 +248,20 @@ def load_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> Transfo
             "cannot copy nn.Transformer's weights: the models differ in "
             + ", ".join(different)
         )
-    for layer, their_layer in zip(ours.encoder.layers, theirs.encoder.layers):
-        load_torch_encoder_layer(layer, their_layer)
-    for layer, their_layer in zip(ours.decoder.layers, theirs.decoder.layers):
-        load_torch_decoder_layer(layer, their_layer)
-    for norm, their_norm in (
-        (ours.encoder.norm, theirs.encoder.norm),
-        (ours.decoder.norm, theirs.decoder.norm),
-    ):
-        norm.gamma.copy_(their_norm.weight)
-        norm.beta.copy_(their_norm.bias)
-    return ours
+    for stack in ("encoder", "decoder"):
+        our_stack, their_stack = getattr(ours, stack), getattr(theirs, stack)
+        for index, (layer, their_layer) in enumerate(
+            zip(our_stack.layers, their_stack.layers)
+        ):
+            try:
+                check_torch_layer(layer, their_layer)
+            except ValueError as error:
+                raise ValueError(f"{stack} layer {index}: {error}") from None
+        if their_stack.norm is not None and our_stack.norm.eps != their_stack.norm.eps:
+            raise ValueError(
+                f"layer-norm eps differs in the {stack} final norm: "
+                f"ours eps={our_stack.norm.eps}, theirs eps={their_stack.norm.eps}"
+            )
 
 
 def sequence_loss(
