@@ -1,0 +1,73 @@
+"""Numbers quoted in a chapter's prose are the numbers its cells print.
+
+Each file ``tests/prose_claims/NN_name.json`` (NN_name: the chapter's notebook) lists claims:
+
+    [{"prose": "an exact piece of a markdown cell, holding the number",
+      "number": "0.257",
+      "cell": "an exact piece of the source of the code cell that computes it"}]
+
+The test finds the one markdown cell holding ``prose`` and checks that ``number`` is in it; finds the
+one code cell whose source holds ``cell``; and checks that ``number`` appears in that cell's stored
+output as a whole number (not as part of a longer one: "0.25" does not match "0.257"). Re-executing
+a chapter after a change of the model then fails here when the prose still quotes the old figure.
+A figure that the prose derives (a ratio, a difference) is printed by the cell that computes it.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CLAIM_FILES = sorted((REPO_ROOT / "tests" / "prose_claims").glob("*.json"))
+
+
+def _text(cell):
+    return "".join(cell["source"])
+
+
+def _output_text(cell):
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            parts.append("".join(output["text"]))
+        for kind in ("text/plain", "text/markdown", "text/html"):
+            if kind in output.get("data", {}):
+                data = output["data"][kind]
+                parts.append("".join(data) if isinstance(data, list) else data)
+    return "\n".join(parts)
+
+
+def _claims():
+    for path in CLAIM_FILES:
+        for index, claim in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            yield pytest.param(path.stem, claim, id=f"{path.stem}-{index}")
+
+
+def _one(cells, kind, piece, chapter):
+    found = [cell for cell in cells if cell["cell_type"] == kind and piece in _text(cell)]
+    assert len(found) == 1, f"{chapter}: {len(found)} {kind} cells hold {piece!r} (expected 1)"
+    return found[0]
+
+
+def test_every_claim_file_names_a_chapter():
+    for path in CLAIM_FILES:
+        assert (REPO_ROOT / "book" / f"{path.stem}.ipynb").exists(), path.name
+
+
+@pytest.mark.parametrize("chapter, claim", list(_claims()))
+def test_prose_number_is_the_computed_number(chapter, claim):
+    assert set(claim) == {"prose", "number", "cell"}, f"{chapter}: keys of {claim}"
+    notebook = REPO_ROOT / "book" / f"{chapter}.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    number = claim["number"]
+    assert number in claim["prose"], f"{chapter}: {number!r} is not in its prose {claim['prose']!r}"
+    _one(cells, "markdown", claim["prose"], chapter)
+    code = _one(cells, "code", claim["cell"], chapter)
+    pattern = rf"(?<![\d.]){re.escape(number)}(?![\d])(?!\.\d)"
+    output = _output_text(code)
+    assert re.search(pattern, output), (
+        f"{chapter}: the prose says {number} ({claim['prose']!r}), but the cell "
+        f"{claim['cell']!r} prints:\n{output[:2000]}"
+    )
