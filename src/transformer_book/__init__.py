@@ -19,7 +19,11 @@ length batches (``length_batches``), and a trained translator shipped in ``weigh
 
 Chapter 15 builds a decoder-only model (``GPT``, ``GPTConfig``), checked against Hugging
 Face's GPT-2 (``gpt_from_hf``), and trains it on the Tang poems shipped in ``data/``
-(``poem_split``, ``CharVocabulary``, ``train_lm``, ``Poet``).
+(``poem_split``, ``CharVocabulary``, ``train_lm``, ``Poet``). The poet the package ships was
+trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_TRAINING``)::
+
+    from transformer_book import pretrained_poet
+    pretrained_poet().write("春花秋月", acrostic=True)  # a 藏头诗
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
@@ -64,7 +68,16 @@ from transformer_book.numerals import (
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.poems import CharVocabulary, poem_split, read_poems
-from transformer_book.poet import Poet, perplexity, regular_form, train_lm
+from transformer_book.poet import (
+    POET_CONFIG,
+    POET_TRAINING,
+    Poet,
+    perplexity,
+    pretrained_poet,
+    regular_form,
+    train_lm,
+    train_poet,
+)
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
 from transformer_book.subwords import (
     BytePairEncoding,
@@ -111,6 +124,8 @@ __all__ = [
     "MultiHeadAttention",
     "NUMBERS_CONFIG",
     "NUMBERS_TRAINING",
+    "POET_CONFIG",
+    "POET_TRAINING",
     "Poet",
     "PositionalEncoding",
     "PositionwiseFeedForward",
@@ -148,6 +163,7 @@ __all__ = [
     "padding_share",
     "perplexity",
     "poem_split",
+    "pretrained_poet",
     "pretrained_translator",
     "read_merges",
     "read_pairs",
@@ -165,6 +181,7 @@ __all__ = [
     "top_p_filter",
     "train_lm",
     "train_model",
+    "train_poet",
     "train_recipe",
     "train_translator",
     "trained_dates_model",

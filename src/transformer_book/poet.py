@@ -6,17 +6,19 @@ and a Poet that samples with temperature, top-k and top-p and the key/value cach
 
 from __future__ import annotations
 
+import io
 import math
 import random
 import re
+from importlib.resources import files
 
 import torch
 import torch.nn.functional as F
 
 from transformer_book.decoding import top_p_filter
 from transformer_book.generator import sample_next_token
-from transformer_book.gpt import causal_lm_loss
-from transformer_book.poems import CharVocabulary
+from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
+from transformer_book.poems import CharVocabulary, poem_split
 
 
 def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None):
@@ -157,3 +159,36 @@ class Poet:
             ids.append(chosen)
             feed = [chosen]
         return self.vocab.decode(ids)
+
+
+POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocabulary
+POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
+WEIGHTS_FILE = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py
+HISTORY_FILE = "tang_poet_history.json"
+
+
+def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
+    """The shipped poet's recipe: the vocabulary of the training poems, a GPT of
+    ``POET_CONFIG`` seeded with ``seed``, ``train_lm`` with ``POET_TRAINING`` (any
+    argument given replaces its value). Returns (Poet, losses)."""
+    settings = dict(POET_TRAINING)
+    given = dict(steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+    settings.update({key: value for key, value in given.items() if value is not None})
+    train = poem_split("train")
+    vocab = CharVocabulary.from_poems(train)
+    torch.manual_seed(settings["seed"])
+    model = GPT(GPTConfig(len(vocab), **POET_CONFIG)).to(device)
+    losses = train_lm(model, vocab, train, device=device, **settings)
+    return Poet(model.eval(), vocab), losses
+
+
+def pretrained_poet(device=None) -> Poet:
+    """The poet that tools/train_poet.py trained and the package ships (weights stored
+    in half precision, computed in float32)."""
+    path = files("transformer_book") / "weights" / WEIGHTS_FILE
+    stored = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu")
+    vocab = CharVocabulary(stored["characters"])
+    model = GPT(GPTConfig(len(vocab), **stored["config"]))
+    state = {name: tensor.float() for name, tensor in stored["weights"].items()}
+    model.load_state_dict(state)
+    return Poet(model.to(device).eval(), vocab)

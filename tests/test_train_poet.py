@@ -1,0 +1,66 @@
+"""tools/train_poet.py on a toy budget: two runs write identical files, --check passes on them
+and fails when a file changed, and pretrained_poet-style loading gives the trained model back.
+(The real run takes about 10 minutes; ``python tools/train_poet.py --check`` repeats it in full.)"""
+
+import io
+import json
+
+import pytest
+import torch
+
+import train_poet as tool
+from transformer_book import poet as recipe
+
+
+@pytest.fixture()
+def toy(monkeypatch):
+    monkeypatch.setattr(recipe, "POET_CONFIG", dict(max_len=64, d_model=16, heads=2, layers=1))
+    monkeypatch.setattr(tool, "SAMPLES", 3)
+    monkeypatch.setattr(recipe, "poem_split", lambda name: ["白日依山尽，黄河入海流。"] * 4
+                        if name == "held-out" else ["床前明月光，疑是地上霜。", "春眠不觉晓，处处闻啼鸟。"])
+
+
+def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, monkeypatch):
+    first = tool.train_and_write(tmp_path / "first", steps=3)
+    tool.train_and_write(tmp_path / "second", steps=3)
+    for name in (recipe.WEIGHTS_FILE, recipe.HISTORY_FILE):
+        assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
+    history = json.loads((tmp_path / "first" / recipe.HISTORY_FILE).read_text(encoding="utf-8"))
+    assert len(history["losses"]) == 3 and history["training"]["steps"] == 3
+    assert len(history["samples"]) == len(history["untrained_samples"]) == 3
+    assert history["held_out_perplexity"] == first["held_out_perplexity"] > 1
+    assert tool.main(["--check", "--steps", "3", "--out", str(tmp_path / "first")]) == 0
+    (tmp_path / "first" / recipe.HISTORY_FILE).write_text("{}", encoding="utf-8")
+    assert tool.main(["--check", "--steps", "3", "--out", str(tmp_path / "first")]) == 1
+
+
+def test_the_stored_weights_load_back_as_the_trained_model(toy, tmp_path):
+    tool.train_and_write(tmp_path, steps=2)
+    stored = torch.load(io.BytesIO((tmp_path / recipe.WEIGHTS_FILE).read_bytes()))
+    assert all(tensor.dtype == torch.float16 for tensor in stored["weights"].values())
+    poet, _ = recipe.train_poet(steps=2)
+    vocab = recipe.CharVocabulary(stored["characters"])
+    assert vocab.tokens == poet.vocab.tokens
+    for name, tensor in poet.model.state_dict().items():
+        assert torch.equal(stored["weights"][name], tensor.half()), name
+
+
+def test_train_poet_refuses_a_bad_budget():
+    with pytest.raises(ValueError, match="steps must be a positive int; got steps=0"):
+        recipe.train_poet(steps=0)
+
+
+def test_the_shipped_poet_writes_what_its_record_says():
+    from importlib.resources import files
+
+    from transformer_book import pretrained_poet, regular_form
+
+    poet = pretrained_poet()
+    record = json.loads((files("transformer_book") / "weights" / recipe.HISTORY_FILE)
+                        .read_text(encoding="utf-8"))
+    assert len(record["samples"]) == 200 and len(record["losses"]) == recipe.POET_TRAINING["steps"]
+    poem = poet.write()  # the defaults: temperature 0.8, top_p 0.9, seed 0
+    assert isinstance(poem, str) and poem == record["samples"][0] and regular_form(poem)
+    acrostic = poet.write("春花秋月", acrostic=True, seed=5)
+    verses = [verse for verse in acrostic.replace("。", "，").split("，") if verse]
+    assert [verse[0] for verse in verses] == list("春花秋月") and regular_form(acrostic)
