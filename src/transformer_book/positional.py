@@ -1,8 +1,9 @@
 # This file is generated from book/01_positional_encoding.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""Token embeddings and sinusoidal positional encodings (chapter 1, "Positional
-encoding").
+"""Token embeddings and sinusoidal positional encodings.
+
+Written in chapter 1, "Positional encoding".
 """
 
 from __future__ import annotations
@@ -16,19 +17,17 @@ from transformer_book.validation import check_dropout, check_tensor, check_token
 
 
 def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The paper's sinusoidal encodings for positions 0 .. max_len - 1: a (max_len,
-    d_model) tensor.
+    """The paper's sinusoidal encodings for positions 0 .. max_len - 1.
 
-    PE[pos, 2i] = sin(pos * w_i) and PE[pos, 2i + 1] = cos(pos * w_i), with w_i = base
-    ** (-2i / d_model):
-    dimensions 2i and 2i + 1 share one frequency, and the frequencies fall geometrically
-    from 1 to 1/base.
+    Returns a (max_len, d_model) tensor with PE[pos, 2i] = sin(pos * w_i) and
+    PE[pos, 2i + 1] = cos(pos * w_i), where w_i = base ** (-2i / d_model): dimensions
+    2i and 2i + 1 share one frequency, and the frequencies fall geometrically from 1
+    to 1/base.
     """
     if d_model <= 0 or d_model % 2 != 0:
         raise ValueError(
-            "sinusoidal encodings pair each sine with a cosine, so d_model must be a "
-            "positive even "
-            f"number; got d_model={d_model}"
+            "sinusoidal encodings pair each sine with a cosine, so d_model must be "
+            f"a positive even number; got d_model={d_model}"
         )
     if max_len <= 0:
         raise ValueError(
@@ -111,7 +110,7 @@ class Embeddings(nn.Module):
         self.lookup = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        # An id past the table would be an IndexError on the CPU and a device-side
-        # assert on a GPU.
+        # An id past the table would be an IndexError on the CPU,
+        # and a device-side assert on a GPU.
         check_token_ids("tokens", tokens, self.vocab_size)
         return self.lookup(tokens) * math.sqrt(self.d_model)  # (batch, seq, d_model)

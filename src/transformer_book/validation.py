@@ -1,13 +1,11 @@
 # This file is generated from book/01_positional_encoding.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""Argument checks shared by every module of the package (chapter 1, "Positional
-encoding").
+"""Argument checks shared by every module of the package.
 
-Each names the argument, the value it got and what was expected. A value of the wrong
-Python type
-raises TypeError; a tensor of the wrong dtype or with values out of range raises
-ValueError.
+Written in chapter 1, "Positional encoding". Each check names the argument, the value
+it got and what was expected. A value of the wrong Python type raises TypeError; a
+tensor of the wrong dtype or with values out of range raises ValueError.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ def check_tensor(
     """Refuse a non-tensor; with ``floating``, an integer or boolean tensor; with
     ``dtype``, another dtype.
 
-    ``dtype`` is usually that of the module's parameters (``like`` says whose): PyTorch
-    would refuse the
-    mix deep inside a matrix product.
+    ``dtype`` is usually that of the module's parameters (``like`` says whose):
+    PyTorch would refuse the mix deep inside a matrix product.
     """
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
@@ -59,8 +56,9 @@ def check_token_ids(name: str, tokens: object, vocab_size: int) -> None:
 
 
 def check_dropout(dropout: object, name: str = "dropout") -> None:
-    """Refuse a dropout probability outside [0, 1) (1 would zero everything; 10 is not
-    10%).
+    """Refuse a dropout probability outside [0, 1).
+
+    1 would zero everything, and 10 is not 10%.
     """
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
         raise TypeError(
