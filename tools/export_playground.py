@@ -9,7 +9,8 @@ by several names, as with tied weights, is stored once); and ``TASK.json``: make
 arguments, the vocabularies, the decoding limits and each tensor's name, shape and
 offset (in floats) in the binary file. ``manifest.json`` lists the tasks for the page.
 Training is seeded, with a fixed number of steps on the CPU: the files are the same on
-every run. The browser's model (book/_static/playground/transformer.js) reads them;
+every run. The number-words model is not trained here: it is the package's final
+checkpoint (``trained_numbers_model()``, 2,000 steps of tools/train_numbers.py). The browser's model (book/_static/playground/transformer.js) reads them;
 tests/test_playground.py checks it against the package's model (see ``load_model``).
 """
 
@@ -43,6 +44,9 @@ class PlaygroundTask:
     arguments and of train_model's (the chapter's fixed, seeded training: steps, seed,
     batch_size, ...). ``package_file``, if given, is where the package gets its own copy
     of the trained weights (``transformer_book.training.trained_dates_model`` loads it).
+    ``pretrained``, if given, is "module:name" of a function returning (model, history)
+    of weights the package already ships, trained longer by a tool of their own: they
+    are exported as they are, with ``training``'s options and the steps of their history.
     """
 
     name: str
@@ -50,6 +54,7 @@ class PlaygroundTask:
     config: str
     training: str
     package_file: Path | None = None
+    pretrained: str | None = None
 
     @property
     def options(self) -> dict:
@@ -57,6 +62,9 @@ class PlaygroundTask:
 
     @property
     def steps(self) -> int:
+        if self.pretrained is not None:
+            _, history = resolve(self.pretrained)()
+            return history[-1]["step"]
         return self.options["steps"]
 
 
@@ -69,14 +77,16 @@ TASKS = [
         "transformer_book.training:DATES_TRAINING",
         package_file=PACKAGE_WEIGHTS / "dates.pt",
     ),
-    PlaygroundTask(  # chapter 12: train_model(numbers_task(), **NUMBERS_TRAINING)
+    PlaygroundTask(  # chapter 12's run continued to 2,000 steps by tools/train_numbers.py
         "numbers",
         "transformer_book.numerals:numbers_task",
         "transformer_book.numerals:NUMBERS_CONFIG",
         "transformer_book.numerals:NUMBERS_TRAINING",
+        pretrained="transformer_book.numerals:trained_numbers_model",
     ),
 ]
-EXAMPLES = 3  # held-out sources shown on the page
+EXAMPLES = 3  # held-out sources shown on the page: ones it gets right, and one it gets
+# wrong if there is one among the held-out pairs (the page says which)
 PARITY_INPUTS = 5  # more of them, for the parity test only
 HELD_OUT_PAIRS, HELD_OUT_SEED = 1000, 1  # chapter 9's held-out set
 MAX_BYTES = 1_000_000  # the README promises less than 1 MB per weights file
@@ -208,6 +218,31 @@ def as_text(source, vocab) -> str:
     return source if isinstance(source, str) else separator(vocab).join(source)
 
 
+@torch.no_grad()
+def greedy_right(model, task, pairs) -> list[bool]:
+    """For each (source, target) pair: does greedy decoding give exactly the target?"""
+    from transformer_book.decoding import greedy_decode
+    from transformer_book.masking import padding_mask
+
+    vocab = task.target_vocab
+    source, _ = task.batch(pairs)  # (pairs, source)
+    mask = padding_mask(source, task.source_vocab.pad_id)
+    tokens = greedy_decode(
+        model, source, mask, vocab.start_id, task.max_target_len + 1, end_id=vocab.end_id
+    )  # (pairs, 1 + generated)
+    join = separator(vocab).join
+    return [join(vocab.decode(row)) == as_text(target, vocab)
+            for row, (_, target) in zip(tokens.tolist(), pairs, strict=True)]
+
+
+def pick_examples(right: list[bool]) -> list[int]:
+    """Indices of the page's examples: the first held-out pairs the model gets right,
+    and the first it gets wrong, last, if there is one."""
+    wrong = [index for index, ok in enumerate(right) if not ok][:1]
+    good = [index for index, ok in enumerate(right) if ok]
+    return good[: EXAMPLES - len(wrong)] + wrong
+
+
 def task_meta(task, config: dict, sources: list[str]) -> dict:
     """The page's metadata for a task (of transformer_book.tasks, with CharVocabs)."""
     source, target = task.source_vocab, task.target_vocab
@@ -249,7 +284,11 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
                   f"{spec.training} is missing")
             continue
         task = factory()
-        model, history = train_model(task, **training, device="cpu", config=config)
+        if spec.pretrained is not None:  # the package's weights, trained by their tool
+            model, history = resolve(spec.pretrained)()
+            training = {**training, "steps": history[-1]["step"]}
+        else:
+            model, history = train_model(task, **training, device="cpu", config=config)
         model = model.cpu().eval()
         if spec.package_file is not None:
             save_for_package(model, task, config, training, history, spec, out_dir)
@@ -259,14 +298,29 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
             **config,
         }
         held_out = held_out_pairs(spec)
-        sources = [as_text(source, task.source_vocab) for source, _ in held_out]
-        meta = task_meta(task, config, sources[: EXAMPLES + PARITY_INPUTS])
+        right = greedy_right(model, task, held_out)
+        chosen = pick_examples(right)
+        rest = [index for index in range(len(held_out)) if index not in chosen]
+        shown = chosen + rest[:PARITY_INPUTS]
+        sources = [as_text(held_out[index][0], task.source_vocab) for index in shown]
+        meta = task_meta(task, config, sources)
+        # What the page says of each example: the held-out answer, and whether greedy
+        # decoding finds it.
+        meta["example_answers"] = [
+            as_text(held_out[index][1], task.target_vocab) for index in chosen
+        ]
+        meta["example_right"] = [right[index] for index in chosen]
         accuracy = exact_match_accuracy(model, task, held_out, "cpu")
+        if round(accuracy, 6) != round(sum(right) / len(right), 6):
+            raise AssertionError(f"{spec.name}: greedy and teacher-forced exact match differ")
         meta["training"] = {
             **training,
             "device": "cpu",
             "held_out_exact_match": round(accuracy, 4),
+            "held_out_pairs": len(held_out),
         }
+        if spec.pretrained is not None:
+            meta["training"]["loaded_with"] = spec.pretrained
         json_path, bin_path = export_model(model, meta, spec.name, out_dir)
         check_round_trip(model, json_path)
         manifest.append(
@@ -278,7 +332,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
             }
         )
         print(
-            f"{spec.name}: {spec.steps} steps, held-out exact match {accuracy:.1%}, "
+            f"{spec.name}: {training['steps']} steps, held-out exact match {accuracy:.1%}, "
             f"{bin_path.stat().st_size:,} bytes in {bin_path.name}"
         )
     (out_dir / "manifest.json").write_text(

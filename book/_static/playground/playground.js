@@ -78,6 +78,33 @@
     element(`${id}-steps`).innerHTML = stepsTable(loaded, tokens, steps);
   }
 
+  // For an example: its held-out answer, and which decoding found it (said plainly when wrong).
+  function showAnswer(loaded, text, outputs) {
+    const note = element("pg-answer");
+    const index = loaded.meta.examples.indexOf(text);
+    const answer = index === -1 ? null : loaded.meta.example_answers?.[index];
+    note.hidden = answer == null;
+    if (answer == null) return;
+    const verdicts = outputs.map(
+      ([name, output]) => `${name} gets it ${output === answer ? "right" : "wrong"}`,
+    );
+    const said = verdicts.join("; ");
+    note.textContent = `The right answer is ${answer}. ${said[0].toUpperCase()}${said.slice(1)}.`;
+    note.classList.toggle("pg-wrong", outputs.some(([, output]) => output !== answer));
+  }
+
+  // What the page says about the model: its training and its held-out score.
+  function describe(loaded) {
+    const training = loaded.meta.training;
+    if (!training) return "";
+    const percent = (100 * training.held_out_exact_match).toFixed(1);
+    const pairs = training.held_out_pairs.toLocaleString("en");
+    return (
+      `This model was trained for ${training.steps.toLocaleString("en")} steps; greedy ` +
+      `decoding gets ${percent}% of ${pairs} held-out inputs (never trained on) exactly right.`
+    );
+  }
+
   // The attention map picked with the controls, as a tidy table: one row per (query, key) cell.
   function attentionRows(loaded, sourceText, tokens, attention) {
     const kind = KINDS[Number(element("pg-kind").value)];
@@ -185,6 +212,10 @@
     const beamSteps = TransformerBook.inspect(loaded, encoded.ids, beamTokens).steps;
     showOutput("pg-greedy", loaded, greedy.tokens, greedy.steps, null);
     showOutput("pg-beam", loaded, beamTokens, beamSteps, beam.score);
+    showAnswer(loaded, text, [
+      ["greedy decoding", TransformerBook.decodeTokens(loaded, greedy.tokens)],
+      ["beam search", TransformerBook.decodeTokens(loaded, beamTokens)],
+    ]);
     element("pg-timing").textContent =
       `greedy decoding took ${decodeMs.toFixed(1)} ms in this browser`;
     last = {
@@ -245,6 +276,7 @@
         .join(separator);
       element("pg-unit").textContent = separator ? "words" : "characters";
       element("pg-limit").textContent = String(loaded.meta.max_source_len);
+      element("pg-about").textContent = describe(loaded);
     } catch (error) {
       say(`could not load the model (${error.message}); serve the book over http`);
       return;
