@@ -1,8 +1,9 @@
 # This file is generated from book/04_add_and_norm.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""Layer normalization and the residual sublayer connection (chapter 4, "Add &
-Norm").
+"""Layer normalization and the residual sublayer connection.
+
+Written in chapter 4, "Add & Norm".
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from transformer_book.validation import check_dropout, check_tensor
 
 
 class LayerNorm(nn.Module):
-    """Normalize each token's features to mean 0 and variance 1, then scale by gamma
-    and shift by beta.
+    """Normalize each token's features to mean 0 and variance 1, then scale and shift.
 
-    (..., d_model) -> (..., d_model). Biased variance and eps inside the square root,
-    statistics in at least float32: the same function as nn.LayerNorm(d_model, eps).
+    gamma scales and beta shifts each feature. (..., d_model) -> (..., d_model).
+    Biased variance and eps inside the square root, statistics in at least float32:
+    the same function as nn.LayerNorm(d_model, eps).
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
