@@ -1,8 +1,10 @@
 # This file is generated from book/05_feed_forward.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""The encoder layer and the encoder stack (chapter 5, assembled from chapters 3 to
-5)."""
+"""The encoder layer and the encoder stack.
+
+Written in chapter 5, assembled from chapters 3 to 5.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +20,7 @@ from transformer_book.normalization import LayerNorm, SublayerConnection
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the position-wise feed-forward network, each inside a
-    sublayer connection.
+    """Self-attention, then the feed-forward network, each in a sublayer connection.
 
     x (batch, source, d_model) -> (batch, source, d_model). ``mask`` is boolean, True =
     may attend, with 3 axes, e.g. a (batch, 1, source) padding mask, or 4;
@@ -63,12 +64,11 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A stack of num_layers copies of ``layer`` (independent weights), then an optional
-    final layer norm.
+    """num_layers copies of ``layer`` (independent weights), then a final layer norm.
 
-    x (batch, source, d_model) -> (batch, source, d_model). The final norm is needed
-    after pre-norm layers; nn.TransformerEncoder has none unless given ``norm=``, so
-    compare with final_norm=False.
+    x (batch, source, d_model) -> (batch, source, d_model). The final norm is optional:
+    needed after pre-norm layers. nn.TransformerEncoder has none unless given
+    ``norm=``, so compare with final_norm=False.
     """
 
     def __init__(self, layer: EncoderLayer, num_layers: int, final_norm: bool = True):

@@ -1,8 +1,10 @@
 # This file is generated from book/05_feed_forward.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""The position-wise feed-forward network (chapter 5, "Position-wise feed-forward
-network")."""
+"""The position-wise feed-forward network.
+
+Written in chapter 5, "Position-wise feed-forward network".
+"""
 
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ from transformer_book.validation import check_dropout, check_tensor
 
 
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position separately and
-    identically.
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike.
 
-    (..., d_model) -> (..., d_model), through a hidden layer of d_ff features
-    (4 * d_model in the paper). ``expand`` holds W1 and b1, ``contract`` holds W2 and
-    b2; dropout acts on the hidden activations, as in nn.TransformerEncoderLayer.
+    Each position is transformed separately and identically: (..., d_model) ->
+    (..., d_model), through a hidden layer of d_ff features (4 * d_model in the paper).
+    ``expand`` holds W1 and b1, ``contract`` holds W2 and b2; dropout acts on the
+    hidden activations, as in nn.TransformerEncoderLayer.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
