@@ -1,7 +1,7 @@
 # This file is generated from book/03_multi_head_attention.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""Multi-head attention (chapter 3, "Multi-head attention").
+"""Multi-head attention, written in chapter 3, "Multi-head attention".
 
 h scaled dot-product attentions side by side, each on its own learned projection of the
 input to d_k = d_model / h features, concatenated and projected back to d_model. Masks
@@ -27,10 +27,12 @@ def check_attention_mask(
     name: str = "mask",
     heads: int | None = None,
 ) -> None:
-    """Raise unless ``mask`` is boolean with 3 axes that broadcast to (batch, queries,
-    keys), or 4 that broadcast to (batch, heads, queries, keys). Two axes are refused: a
-    (batch, keys) padding mask would broadcast as (queries, keys), silently wrong
-    whenever batch == queries.
+    """Raise a ValueError unless ``mask`` fits the attention scores.
+
+    It must be boolean, with 3 axes that broadcast to (batch, queries, keys) or 4 that
+    broadcast to (batch, heads, queries, keys). Two axes are refused: a (batch, keys)
+    padding mask would broadcast as (queries, keys), silently wrong whenever
+    batch == queries.
     """
     check_tensor(name, mask)
     if mask.dtype != torch.bool:
@@ -70,13 +72,13 @@ def check_attention_mask(
 
 
 class MultiHeadAttention(nn.Module):
-    """h attention heads of size d_k = d_model / h on learned projections, concatenated
-    and projected.
+    """h attention heads of size d_k = d_model / h, concatenated and projected.
 
-    query (batch, queries, d_model), key and value (batch, keys, d_model) -> (batch,
-    queries, d_model). ``mask`` is boolean, True = may attend, with 3 axes (batch,
-    queries or 1, keys), given a heads axis, or 4 (batch, heads, queries, keys); size-1
-    axes broadcast. Two-axis masks are refused.
+    Each head attends on its own learned projections. query (batch, queries, d_model),
+    key and value (batch, keys, d_model) -> (batch, queries, d_model). ``mask`` is
+    boolean, True = may attend, with 3 axes (batch, queries or 1, keys), given a heads
+    axis, or 4 (batch, heads, queries, keys); size-1 axes broadcast. Two-axis masks
+    are refused.
     """
 
     def __init__(
@@ -107,8 +109,10 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)  # on the attention weights
 
     def split_heads(self, projected: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, d_model) -> (batch, heads, seq, d_k): head i gets features
-        i*d_k to (i+1)*d_k - 1."""
+        """(batch, seq, d_model) -> (batch, heads, seq, d_k).
+
+        Head i gets features i*d_k to (i+1)*d_k - 1.
+        """
         batch, seq, _ = projected.shape
         return projected.view(batch, seq, self.heads, self.d_k).transpose(1, 2)
 
@@ -125,8 +129,10 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (output, weights); weights (batch, heads, queries, keys) only if
-        ``need_weights``."""
+        """Returns (output, weights).
+
+        The weights, (batch, heads, queries, keys), only if ``need_weights``.
+        """
         self._check_inputs(query, key, value)
         # (batch, heads, queries, d_k), then (batch, heads, keys, d_k) twice
         queries = self.split_heads(self.query_proj(query))
@@ -142,8 +148,11 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None,
         need_weights: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attention over projected, split heads: queries (batch, heads, queries, d_k),
-        keys and values (batch, heads, keys, d_k) -> (output, weights or None)."""
+        """Attention over projected, split heads.
+
+        queries (batch, heads, queries, d_k), keys and values (batch, heads, keys, d_k)
+        -> (output, weights or None).
+        """
         if mask is not None:
             batch, _, query_count, _ = queries.shape
             check_attention_mask(
@@ -157,9 +166,8 @@ class MultiHeadAttention(nn.Module):
                 queries, keys, values, mask, self.dropout, self.scale
             )
         else:
-            # The same computation in PyTorch's fused kernel: faster, and it never
-            # stores the weights.
-            # (batch, heads, queries, d_k)
+            # The same computation in PyTorch's fused kernel: faster, and it
+            # never stores the weights. (batch, heads, queries, d_k)
             attended = F.scaled_dot_product_attention(
                 queries,
                 keys,
@@ -180,8 +188,10 @@ class MultiHeadAttention(nn.Module):
     def _check_inputs(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     ) -> None:
-        """Raise a ValueError naming the shapes if query, key and value cannot be
-        attended together."""
+        """Raise a ValueError naming the shapes.
+
+        Raised if query, key and value cannot be attended together.
+        """
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             check_tensor(
                 name, tensor, floating=True, dtype=self.query_proj.weight.dtype
@@ -196,8 +206,7 @@ class MultiHeadAttention(nn.Module):
         if not query.size(0) == key.size(0) == value.size(0):
             raise ValueError(
                 "query, key and value must have the same batch size; got "
-                f"{query.size(0)}, {key.size(0)} "
-                f"and {value.size(0)}"
+                f"{query.size(0)}, {key.size(0)} and {value.size(0)}"
             )
         if key.size(1) != value.size(1):
             raise ValueError(
@@ -210,11 +219,10 @@ class MultiHeadAttention(nn.Module):
 def load_torch_attention(
     ours: MultiHeadAttention, theirs: nn.MultiheadAttention
 ) -> MultiHeadAttention:
-    """Copy an nn.MultiheadAttention's weights into ours, so the two compute the same
-    function.
+    """Copy an nn.MultiheadAttention's weights into ours: the same function.
 
-    PyTorch stacks W^Q, W^K and W^V into one (3 d_model, d_model) ``in_proj_weight``; we
-    keep three.
+    PyTorch stacks W^Q, W^K and W^V into one (3 d_model, d_model) ``in_proj_weight``;
+    we keep three.
     """
     if theirs.embed_dim != ours.d_model or theirs.num_heads != ours.heads:
         raise ValueError(
