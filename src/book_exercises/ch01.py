@@ -30,7 +30,7 @@ def _table(max_len, d_model, frequency_of, even=torch.sin, odd=torch.cos, layout
     angle = position * frequency_of(dims, d_model)  # (max_len, d_model)
     if layout == "interleaved":
         table = torch.where(dims.long() % 2 == 0, even(angle), odd(angle))
-    else:  # all sines first, then all cosines (seed 003)
+    else:  # all sines first, then all cosines (TensorFlow's tutorial)
         table = torch.cat([even(angle[:, 0::2]), odd(angle[:, 0::2])], dim=1)
     if zero_row_0:
         table[0] = 0.0
@@ -66,11 +66,11 @@ SINUSOIDAL_TABLE = Exercise(
                 "dimension 2i+1 must use the same frequency as the sine in dimension 2i: "
                 "10000^(-2i/d_model) with i = j // 2.",
                 lambda n, d: _table(n, d, lambda j, dm: 10000.0 ** (-j / dm))),
-        Mistake("you put all the sines first and all the cosines after (seed 003's layout); the "
-                "paper interleaves them: sin in the even dimensions, cos in the odd ones.",
+        Mistake("you put all the sines first and all the cosines after (the layout of TensorFlow's "
+                "tutorial); the paper interleaves them: sin in the even dimensions, cos in the odd ones.",
                 lambda n, d: _table(n, d, _paired, layout="concatenated")),
-        Mistake("position 0 must be encoded as (0, 1, 0, 1, ...), not as zeros (seed 002 special-cases "
-                "it).",
+        Mistake("position 0 must be encoded as (0, 1, 0, 1, ...), not as zeros (the source notes' "
+                "NumPy version special-cases it).",
                 lambda n, d: _table(n, d, _paired, zero_row_0=True)),
         Mistake("your positions start at 1; the first token is position 0 (torch.arange(max_len)).",
                 lambda n, d: _table(n, d, _paired, first_position=1)),
@@ -285,7 +285,8 @@ CHECKERS = {
 }
 
 QUESTION = (
-    "Seed 004 says the sinusoidal encoding 'allows the model to handle longer sequences at inference'. "
+    "The source notes say the sinusoidal encoding 'allows the model to handle longer sequences at "
+    "inference'. "
     "What does the encoding itself guarantee, and what does it not?"
 )
 ANSWER = (

@@ -130,7 +130,7 @@ MASKED_ATTENTION = Exercise(
                 "scores where the mask is False: scores.masked_fill(~mask, float('-inf')).",
                 _variant(invert=True)),
         Mistake("masked with -100 instead of -inf: when the real scores are below -100, the masked "
-                "keys win the softmax. Fill with float('-inf') (seed 000's bug).",
+                "keys win the softmax. Fill with float('-inf') (the source notes' bug).",
                 _variant(fill=-100.0)),
         Mistake("the mask is ignored: fill the scores of forbidden keys with -inf before the softmax.",
                 _variant(use_mask=False)),
@@ -289,5 +289,6 @@ ANSWER = (
     "scores back to variance 1 whatever the head size. Without it, at d_k = 64 the scores spread about "
     "8 times wider, the softmax puts almost all the weight on one key (it saturates), and its gradient, "
     "which is proportional to the weights times (1 - weights), nearly vanishes, so the queries and keys "
-    "learn slowly. Seeds 002 and 004 say 'to keep the variance/gradients stable': that is the reason."
+    "learn slowly. The source notes say it balances the variance, too large when q and k are "
+    "multiplied: that is the reason."
 )

@@ -157,7 +157,7 @@ MULTI_HEAD_ATTENTION = Exercise(
                 _mha_variant(output_proj=False)),
         Mistake("your (batch, 1, keys) mask was not given a heads axis: mask.unsqueeze(1) makes it "
                 "(batch, 1, 1, keys). Without it broadcasting lines the batch axis up with the heads "
-                "axis (seed 004's w_q/w_concat version): an error, or silently wrong when "
+                "axis (the source notes' w_q/w_concat version): an error, or silently wrong when "
                 "batch == heads.",
                 _mha_variant(unsqueeze_mask=False)),
         Mistake("each head's scores must be divided by sqrt(d_k) = sqrt(d_model / heads), "
@@ -260,8 +260,8 @@ CHECKERS = {
 }
 
 QUESTION = (
-    "Seed 004 gives the output projection as W^O ∈ R^(H×H). What is its real shape, and does the "
-    "number of heads h change the number of parameters of a multi-head attention layer?"
+    "The source notes give the output projection as W^O ∈ R^(H×H). What is its real shape, and does "
+    "the number of heads h change the number of parameters of a multi-head attention layer?"
 )
 ANSWER = (
     "W^O maps the concatenated heads, h·d_v features, back to d_model: it is (h·d_v) × d_model, which "

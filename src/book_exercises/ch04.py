@@ -63,8 +63,8 @@ LAYER_NORM = Exercise(
                 "x.var(dim=-1, unbiased=False, keepdim=True).",
                 _ln_variant(unbiased=True)),
         Mistake("you added eps to the unbiased standard deviation, outside the square root (The "
-                "Annotated Transformer's variant, seed 004): use (x - mean) / sqrt(var + eps) with "
-                "the biased variance.",
+                "Annotated Transformer's variant, copied by the source notes): use "
+                "(x - mean) / sqrt(var + eps) with the biased variance.",
                 _ln_variant(unbiased=True, eps_outside=True)),
         Mistake("eps is added outside the square root: use (x - mean) / sqrt(var + eps), not "
                 "(x - mean) / (std + eps).",
@@ -76,7 +76,7 @@ LAYER_NORM = Exercise(
                 _ln_variant(affine=False)),
         Mistake("eps is ignored: use the eps argument, sqrt(var + eps).",
                 _ln_variant(eps_default=0.0)),
-        Mistake("eps is not the one passed in (the test passes eps=0.1): use the eps argument.",
+        Mistake("eps is not the one passed in (the check passes eps=0.1): use the eps argument.",
                 lambda x, g, b, eps=1e-5: _ln_variant()(x, g, b, 1e-5)),
     ],
 )
@@ -184,7 +184,7 @@ PRE_NORM_STACK = Exercise(
     atol=1e-4,
     mistakes=[
         Mistake("the final norm is missing: a pre-norm stack's output is the raw residual stream, "
-                "whose scale grows with depth (seed 004's commented-out `return self.norm(x)`).",
+                "whose scale grows with depth (the source notes' commented-out `return self.norm(x)`).",
                 _stack_variant(final=False)),
         Mistake("you used post-norm sublayers, norm(x + sublayer(x)); this stack is pre-norm: "
                 "x + sublayer(norm(x)).",
@@ -256,8 +256,8 @@ CHECKERS = {
 }
 
 QUESTION = (
-    "Seed 001 asks why the Transformer uses layer norm and not batch norm. Give a reason that comes "
-    "from the inputs being sentences of different lengths."
+    "The source notes ask why the Transformer uses layer norm and not batch norm. Give a reason that "
+    "comes from the inputs being sentences of different lengths."
 )
 ANSWER = (
     "Batch norm averages each feature over every token of the batch, so a token's output depends on "
@@ -265,7 +265,7 @@ ANSWER = (
     "is normalized differently when padded to 5 or to 16 tokens, and at inference the running "
     "averages mix sentences of all lengths. Layer norm's statistics are one token's own d_model "
     "features, so the result is the same in training and inference, for a batch of one, for any "
-    "length and any padding (and a decoder position cannot see future tokens through them). Seed 004's "
+    "length and any padding (and a decoder position cannot see future tokens through them). The notes' "
     "text that calls gamma and beta a shift of 'the batch distribution' describes batch norm, not "
     "layer norm."
 )

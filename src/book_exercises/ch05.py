@@ -266,8 +266,9 @@ CHECKERS = {
 }
 
 QUESTION = (
-    "Seed 001 sums up the feed-forward network as 'Linear + ReLU + Linear'. Why is the ReLU essential, "
-    "and why does 'position-wise' mean padding cannot leak into real tokens through this sublayer?"
+    "The source notes sum up the feed-forward network as 'Linear + ReLU + Linear'. Why is the ReLU "
+    "essential, and why does 'position-wise' mean padding cannot leak into real tokens through this "
+    "sublayer?"
 )
 ANSWER = (
     "Without the ReLU, x W1 W2 is a single linear map with the matrix W1 W2 (d_model × d_model, rank at "

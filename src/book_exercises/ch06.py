@@ -58,7 +58,7 @@ LOOK_AHEAD_MASK = Exercise(
         Mistake(POLARITY_HINT, lambda size: ~subsequent_mask(size)[0]),
         Mistake("your mask hides the diagonal: position i cannot see itself, and row 0 sees nothing "
                 "(the softmax of a fully masked row is NaN). That is `triu(ones, diagonal=0) == 0` "
-                "(seed 004); use diagonal=1, or torch.ones(size, size).tril().bool().",
+                "(the source notes' version); use diagonal=1, or torch.ones(size, size).tril().bool().",
                 lambda size: torch.triu(torch.ones(size, size), diagonal=0) == 0),
     ],
 )
@@ -99,7 +99,7 @@ PADDING_MASK = Exercise(
                 lambda tokens, pad: (tokens != pad).unsqueeze(-1)),
         Mistake(POLARITY_HINT + " Real tokens are True, padding False.",
                 lambda tokens, pad: (tokens == pad).unsqueeze(1)),
-        Mistake("you compared with 0, not with pad_id (the test uses pad_id=1).",
+        Mistake("you compared with 0, not with pad_id (the check uses pad_id=1).",
                 lambda tokens, pad: (tokens != 0).unsqueeze(1)),
     ],
 )
