@@ -1,0 +1,277 @@
+"""The playground's translator (issue 21): the 8-bit weights, their BLEU, the JavaScript tokenizer.
+
+1. The files (tools/export_playground.py): the package's translator, every matrix in 8 bits
+   with a scale per row; within the page's 4 MB; the record of their test-set BLEU is theirs
+   (scores recomputed from the recorded translations; a sample translated again) and within
+   0.5 of the full model's; the examples are what the page says they are.
+2. The English tokenizer in JavaScript (book/_static/playground/tokenizer.js), run in headless
+   Chromium: the same token ids as Translator.source_ids on every test sentence and on awkward
+   inputs, the same refusals, and the same split of every Unicode character into word,
+   punctuation and space.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+import export_playground
+import pytest
+import torch
+from browser_support import local_only_tab, serve
+
+from transformer_book.tatoeba import tatoeba_split
+from transformer_book.translation import Translator, corpus_scores, pretrained_translator
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+STATIC = REPO_ROOT / "book" / "_static"
+PLAYGROUND = STATIC / "playground"
+JSON_PATH = PLAYGROUND / "translator.json"
+BLEU_PATH = PLAYGROUND / export_playground.BLEU_FILE
+CHAPTER_14_RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "tatoeba_en_zh_runs.json"
+SAMPLE = range(0, 1000, 50)  # 20 test sentences translated again
+
+
+@pytest.fixture(scope="module")
+def test_set():
+    return tatoeba_split("test")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    translator, _ = pretrained_translator()
+    return translator
+
+
+@pytest.fixture(scope="module")
+def exported():
+    """The 8-bit file loaded into the package's model, as a Translator; its metadata."""
+    model, meta = export_playground.load_model(JSON_PATH)
+    translator, _ = pretrained_translator()
+    return Translator(
+        model, translator.bpe.merges, translator.source_vocab, translator.target_vocab,
+        translator.config,
+    ), meta  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def record():
+    return json.loads(BLEU_PATH.read_text(encoding="utf-8"))
+
+
+# --- 1. The files ------------------------------------------------------------------------
+
+
+def test_the_task_fits_in_4_mb():
+    manifest = json.loads((PLAYGROUND / "manifest.json").read_text(encoding="utf-8"))
+    task = {entry["name"]: entry for entry in manifest["tasks"]}["translator"]
+    sizes = (PLAYGROUND / "translator.bin").stat().st_size, JSON_PATH.stat().st_size
+    assert (task["bytes"], task["json_bytes"]) == sizes
+    assert sum(sizes) <= export_playground.TRANSLATOR_MAX_BYTES == 4_000_000
+    print(f"translator: {sizes[0]:,} bytes of weights + {sizes[1]:,} of JSON")
+
+
+def test_the_weights_are_the_shipped_translator_in_8_bits(shipped, exported):
+    model, meta = exported[0].model, exported[1]
+    assert meta["weights"]["quantized"] == "int8 rows"
+    expected = export_playground.quantized_state(shipped.model)
+    ours = model.state_dict()
+    assert list(ours) == list(shipped.model.state_dict())
+    for name, original in shipped.model.state_dict().items():
+        assert torch.equal(ours[name], expected[name]), name
+        if original.dim() == 2:  # at most half a step of its row's scale away
+            step = original.abs().amax(dim=1, keepdim=True) / 127
+            assert ((ours[name] - original).abs() <= step / 2 + 1e-7).all(), name
+        else:
+            assert torch.equal(ours[name], original), name
+    assert meta["tokenizer"]["merges"] == [" ".join(pair) for pair in shipped.bpe.merges]
+    assert meta["source_tokens"] == shipped.source_vocab.tokens
+    assert meta["target_tokens"] == shipped.target_vocab.tokens
+
+
+def test_quantize_rows_keeps_each_weight_within_half_a_step():
+    weight = torch.randn(5, 7, generator=torch.Generator().manual_seed(0))
+    weight[3] = 0.0  # a zero row gets scale 1, not a division by zero
+    q, scales = export_playground.quantize_rows(weight)
+    assert q.dtype == torch.int8 and q.abs().max() == 127 and scales[3] == 1
+    back = export_playground.dequantize_rows(q, scales)
+    assert ((back - weight).abs() <= scales[:, None] / 2 + 1e-7).all()
+    assert torch.equal(back[3], torch.zeros(7))
+
+
+def test_export_quantized_round_trip_and_limit(tmp_path):
+    from transformer_book.model import make_model
+
+    torch.manual_seed(0)
+    config = dict(source_vocab=11, target_vocab=13, num_layers=1, d_model=16, d_ff=32,
+                  heads=2)  # fmt: skip
+    model = make_model(**config).eval()
+    meta = {"title": "t", "config": config, "source_tokens": [], "target_tokens": [],
+            "pad_id": 0, "start_id": 1, "end_id": 2, "max_source_len": 5,
+            "max_new_tokens": 5, "examples": []}  # fmt: skip
+    json_path, bin_path = export_playground.export_quantized(model, meta, "q", tmp_path)
+    loaded, _ = export_playground.load_model(json_path)
+    expected = export_playground.quantized_state(model)
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, expected[name]), name
+    with pytest.raises(ValueError, match=r"q\.bin would be [\d,]+ bytes; the limit is 100"):
+        export_playground.export_quantized(model, meta, "q", tmp_path, max_bytes=100)
+
+
+def test_the_bleu_record_is_of_these_weights(record, test_set):
+    data = (PLAYGROUND / "translator.bin").read_bytes()
+    assert record["weights_sha256"] == __import__("hashlib").sha256(data).hexdigest()
+    assert record["decoding"] == {"beam_size": 4, "alpha": 0.6, "batch_size": 1}
+    references = [options for _, options in test_set]
+    assert record["test_sentences"] == len(test_set) == 1000
+    for name, texts in record["translations"].items():
+        scores = corpus_scores(texts, references)
+        assert {k: round(v, 4) for k, v in scores.items()} == record["scores"][name], name
+    # The full model's beam translations are chapter 14's record of the shipped file.
+    chapter = json.loads(CHAPTER_14_RECORD.read_text(encoding="utf-8"))
+    shipped_beam = chapter["runs"]["smoothing 0.1"]["test"]["shipped beam"]
+    assert record["translations"]["full beam"] == shipped_beam
+    full, eight = record["scores"]["full beam"]["bleu"], record["scores"]["8-bit beam"]["bleu"]
+    assert round(full, 2) == 37.32
+    assert abs(full - eight) <= export_playground.BLEU_LIMIT == 0.5
+    meta = json.loads(JSON_PATH.read_text(encoding="utf-8"))
+    assert meta["test_scores"] == {"sentences": 1000, **record["scores"]}
+    print(f"test BLEU: 8-bit beam {eight:.2f}, full {full:.2f}; greedy 8-bit "
+          f"{record['scores']['8-bit greedy']['bleu']:.2f}, full "
+          f"{record['scores']['full greedy']['bleu']:.2f}")
+
+
+def test_a_sample_of_the_record_translates_again(record, exported, test_set):
+    """20 test sentences, beam and greedy, from the file: the recorded translations."""
+    translator = exported[0]
+    sources = [test_set[index][0] for index in SAMPLE]
+    for name, beam_size in (("8-bit beam", 4), ("8-bit greedy", 1)):
+        again = translator.translate(sources, beam_size=beam_size, alpha=0.6, batch_size=1)
+        assert again == [record["translations"][name][index] for index in SAMPLE], name
+
+
+def test_the_examples_are_test_sentences_and_the_wrong_one_is_said(exported, test_set):
+    translator, meta = exported
+    references = dict(test_set)
+    assert meta["examples"] == list(export_playground.TRANSLATOR_EXAMPLES)
+    outputs = translator.translate(meta["examples"], beam_size=4, alpha=0.6, batch_size=1)
+    for text, output, answers, right, note in zip(
+        meta["examples"], outputs, meta["example_answers"], meta["example_right"],
+        meta["example_notes"], strict=True,
+    ):  # fmt: skip
+        assert answers == references[text]
+        assert right == (output in answers)
+        assert (note is None) == right, text  # the wrong one says what is wrong
+        if not right:
+            assert export_playground.TRANSLATOR_WRONG[text][0] == output
+    assert meta["example_right"].count(False) == 1
+
+
+# --- 2. The tokenizer in JavaScript ----------------------------------------------------------
+
+AWKWARD = [
+    "Hello, world!", "Wait... what?!", "“Quoted,” she said — twice…", "‘single’ quotes",
+    "I have 40,000 books.", "It costs $5.99 (50% off) at #1.", "3.14159", "C++ and R&D",
+    "I'm sure Tom's dog didn't bark.", "y'all", "Mr. O'Neil", "e.g. U.S.A.",
+    "TOM IS HERE", "iPhone", "McDonald's", "ALL-CAPS-WITH-HYPHENS",
+    "café", "naïve résumé", "Zoë", "cafe\u0301", "\u0301", "ß", "İstanbul",
+    "Ｔｏｍ ｉｓ ｈｅｒｅ", "ﬁne", "x² and ①", "Ⅻ", "٣ apples", "Ωmega", "Москва",
+    "Tom\u00a0is\u2003here", "tabs\tand\nnewlines", "snake_case", "\ufeffBOM", "zero\u200bwidth",
+    "file\x1cseparator", "next\x85line", "I love 🍕!", "😀", "👍🏽", "我爱你", "I love 北京.",
+    "", "   ", "?!", "a", "A " * 200, " ".join(["word"] * 300),
+]
+
+
+def python_ids(translator, sentence: str):
+    try:
+        return translator.source_ids(sentence)
+    except ValueError:
+        return "error"
+
+
+RUN_TOKENIZER = """async ({jsonUrl, inputs}) => {
+  const meta = await (await fetch(jsonUrl)).json();
+  const tokenizer = TransformerBookTokenizer.fromMeta(meta);
+  return inputs.map((text) => {
+    const encoded = tokenizer.encode(text);
+    return encoded.error ? {error: encoded.error} : {ids: encoded.ids};
+  });
+}"""
+
+
+def tokenizer_tab(browser):
+    base = serve(str(STATIC))
+    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
+    context.route(
+        f"{base}/tokenizer.html",
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body='<!doctype html><meta charset="utf-8">'
+            '<script src="playground/tokenizer.js"></script>',
+        ),
+    )
+    tab.goto(f"{base}/tokenizer.html")
+    return context, tab, outside, errors
+
+
+def test_javascript_token_ids_equal_pythons(browser, shipped, test_set):
+    inputs = [english for english, _ in test_set] + AWKWARD
+    context, tab, outside, errors = tokenizer_tab(browser)
+    results = tab.evaluate(RUN_TOKENIZER, {"jsonUrl": "playground/translator.json",
+                                           "inputs": inputs})  # fmt: skip
+    context.close()
+    assert not outside and not errors, (outside, errors)
+    refused = []
+    for text, result in zip(inputs, results, strict=True):
+        expected = python_ids(shipped, text)
+        if expected == "error":
+            assert "error" in result, (text, result)
+            refused.append(f"{text[:20]!r}: {result['error'][:70]}")
+        else:
+            assert result.get("ids") == expected, text
+    assert all(python_ids(shipped, text) != "error" for text, _ in test_set)
+    # what the English vocabulary cannot read at all, nothing, and more than 128 tokens
+    assert [text for text in AWKWARD if python_ids(shipped, text) == "error"] == [
+        "\u0301", "ß", "Москва", "😀", "👍🏽", "我爱你", "", "   ", "A " * 200,
+        " ".join(["word"] * 300),
+    ]
+    print("refused, as Python refuses:\n  " + "\n  ".join(refused))
+
+
+CLASSIFY_JS = """() => {
+  // For every code point: w (a word character), p (punctuation: a piece of its own), s (space).
+  const out = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) { out.push("-"); continue; }
+    const pieces = TransformerBookTokenizer.preTokenize("x" + String.fromCodePoint(cp));
+    out.push(pieces.length === 2 ? "p" : pieces[0] === "x" ? "s" : "w");
+  }
+  return out.join("");
+}"""
+
+
+def test_javascript_splits_every_character_as_python(browser):
+    """Python's \\w and \\s (str.isalnum, str.isspace) against tokenizer.js's classes, for
+    every code point assigned in Python's Unicode version (a newer browser knows more)."""
+    from transformer_book.subwords import pre_tokenize
+
+    context, tab, outside, errors = tokenizer_tab(browser)
+    ours = tab.evaluate(CLASSIFY_JS)
+    context.close()
+    word, space = re.compile(r"\w"), re.compile(r"\s")
+    different = []
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF or unicodedata.category(chr(cp)) == "Cn":
+            continue
+        character = chr(cp)
+        python = "w" if word.match(character) else "s" if space.match(character) else "p"
+        if ours[cp] != python:
+            different.append(f"U+{cp:04X} {unicodedata.name(character, '?')}: "
+                             f"JavaScript {ours[cp]}, Python {python}")
+    assert pre_tokenize("x" + "\u3000") == ["x"]  # the classes mean what this test reads
+    assert not different, f"{len(different)} differ, e.g. {different[:5]}"
+    print(f"Unicode {unicodedata.unidata_version} (Python {sys.version.split()[0]}): "
+          "every assigned code point splits the same way")
