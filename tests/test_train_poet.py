@@ -51,16 +51,38 @@ def test_train_poet_refuses_a_bad_budget():
 
 
 def test_the_shipped_poet_writes_what_its_record_says():
-    from importlib.resources import files
-
-    from transformer_book import pretrained_poet, regular_form
+    from transformer_book import poet_history, pretrained_poet, regular_form
 
     poet = pretrained_poet()
-    record = json.loads((files("transformer_book") / "weights" / recipe.HISTORY_FILE)
-                        .read_text(encoding="utf-8"))
-    assert len(record["samples"]) == 200 and len(record["losses"]) == recipe.POET_TRAINING["steps"]
+    record = poet_history()
+    assert record["training"] == recipe.POET_TRAINING
+    assert len(record["samples"]) == len(record["untrained_samples"]) == 200
+    assert len(record["losses"]) == recipe.POET_TRAINING["steps"]
+    assert all(record["samples"]) and all(record["untrained_samples"])  # none empty
     poem = poet.write()  # the defaults: temperature 0.8, top_p 0.9, seed 0
     assert isinstance(poem, str) and poem == record["samples"][0] and regular_form(poem)
+    assert poet.write(seed=199) == record["samples"][199]
     acrostic = poet.write("春花秋月", acrostic=True, seed=5)
     verses = [verse for verse in acrostic.replace("。", "，").split("，") if verse]
     assert [verse[0] for verse in verses] == list("春花秋月") and regular_form(acrostic)
+
+
+class _EagerToEnd(recipe.GPT):
+    """A GPT that always wants to end the poem (logit 100 for <s>)."""
+
+    def forward(self, tokens, caches=None, offset=0, need_weights=False):
+        logits = super().forward(tokens, caches, offset, need_weights)
+        logits[..., 1] = 100.0
+        return logits
+
+
+def test_a_poem_is_never_empty():
+    vocab = recipe.CharVocabulary(list("白日依山尽，。"))
+    torch.manual_seed(0)
+    model = _EagerToEnd(recipe.GPTConfig(len(vocab), max_len=16, d_model=8, heads=2,
+                                         layers=1))
+    poet = recipe.Poet(model, vocab)
+    for seed in range(5):  # <s> is forbidden first, then drawn at once
+        assert len(poet.write(seed=seed)) == 1
+    assert len(poet.write(seed=0, temperature=0)) == 1  # greedy too
+    assert poet.write("白日", seed=0) == "白日"  # a prompt may be the whole poem

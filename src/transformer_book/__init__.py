@@ -20,7 +20,8 @@ length batches (``length_batches``), and a trained translator shipped in ``weigh
 Chapter 15 builds a decoder-only model (``GPT``, ``GPTConfig``), checked against Hugging
 Face's GPT-2 (``gpt_from_hf``), and trains it on the Tang poems shipped in ``data/``
 (``poem_split``, ``CharVocabulary``, ``train_lm``, ``Poet``). The poet the package ships was
-trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_TRAINING``)::
+trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_TRAINING``);
+``poet_history`` gives what the tool recorded::
 
     from transformer_book import pretrained_poet
     pretrained_poet().write("春花秋月", acrostic=True)  # a 藏头诗
@@ -73,6 +74,7 @@ from transformer_book.poet import (
     POET_TRAINING,
     Poet,
     perplexity,
+    poet_history,
     pretrained_poet,
     regular_form,
     train_lm,
@@ -163,6 +165,7 @@ __all__ = [
     "padding_share",
     "perplexity",
     "poem_split",
+    "poet_history",
     "pretrained_poet",
     "pretrained_translator",
     "read_merges",

@@ -7,6 +7,7 @@ and a Poet that samples with temperature, top-k and top-p and the key/value cach
 from __future__ import annotations
 
 import io
+import json
 import math
 import random
 import re
@@ -136,6 +137,8 @@ class Poet:
             written = ids[1:]
             verse_start = not written or written[-1] in verse_ends
             verses = sum(1 for i in written if i in verse_ends)
+            if not written:
+                logits[self.vocab.boundary_id] = float("-inf")  # not an empty poem
             if heads and verses < len(heads):
                 logits[self.vocab.boundary_id] = float("-inf")  # not done yet
             if heads and verse_start:
@@ -192,3 +195,12 @@ def pretrained_poet(device=None) -> Poet:
     state = {name: tensor.float() for name, tensor in stored["weights"].items()}
     model.load_state_dict(state)
     return Poet(model.to(device).eval(), vocab)
+
+
+def poet_history() -> dict:
+    """What tools/train_poet.py recorded beside the weights: the training settings,
+    the loss of every step, the held-out perplexity of the stored weights, and the
+    poems written by them (``samples``) and by the untrained network
+    (``untrained_samples``) with seeds 0 to 199 at the defaults of ``Poet.write``."""
+    path = files("transformer_book") / "weights" / HISTORY_FILE
+    return json.loads(path.read_text(encoding="utf-8"))
