@@ -368,3 +368,148 @@ def test_javascript_names_unknown_characters(browser, exported):
     assert results[5]["error"] is None and results[6]["error"] is None  # spaces trimmed
     for result in results:  # write() refuses what checkPrompt refuses, with its message
         assert result["thrown"] == result["error"]
+
+
+# --- 3. The built page ----------------------------------------------------------------
+
+
+def test_the_page_states_the_download_and_the_tolerance():
+    page = (REPO_ROOT / "book" / "playground_poems.md").read_text(encoding="utf-8")
+    total = (PLAYGROUND / "poet.bin").stat().st_size + JSON_PATH.stat().st_size
+    assert f"Load the poet ({total / 1e6:.1f} MB)" in page
+    assert TOLERANCE == 1e-4 and page.count("within $10^{-4}$") == 1
+    assert "误差不超过\n$10^{-4}$" in page or "误差不超过 $10^{-4}$" in page
+    toc = (REPO_ROOT / "_toc.yml").read_text(encoding="utf-8")
+    assert "- file: book/playground\n      - file: book/playground_poems\n" in toc
+
+
+WATCH_JS = """() => {  // every text the poem box shows while it is being written
+  window.poemTexts = [];
+  new MutationObserver(() => window.poemTexts.push(
+    document.querySelector('#poet-poem').textContent)
+  ).observe(document.querySelector('#poet-poem'),
+            {childList: true, characterData: true, subtree: true});
+}"""
+
+DONE_JS = """(key) => document.querySelector('#poet-poem').dataset.done === '1'
+  && document.querySelector('#poet-attention').dataset.drawn?.startsWith(key)
+  && document.querySelector('#poet-attention svg.marks')"""
+
+
+def wait_for_poem(tab) -> str:
+    tab.wait_for_function(
+        "() => document.querySelector('#poet-poem').dataset.done === '1' "
+        "&& document.querySelector('#poet-attention svg.marks')",
+        timeout=60_000,
+    )
+    return tab.locator("#poet-poem").get_attribute("data-text")
+
+
+def write(tab, prompt: str, acrostic: bool, temperature: float, seed: int = 0) -> str:
+    tab.check("#poet-acrostic" if acrostic else "#poet-continue")
+    tab.fill("#poet-prompt", prompt)
+    tab.fill("#poet-temperature", str(temperature))
+    tab.fill("#poet-seed", str(seed))
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.click("#poet-write")
+    return wait_for_poem(tab)
+
+
+@pytest.mark.parametrize(("width", "dark"), [(1280, False), (390, True)])
+def test_page_writes_poems(browser, exported, width, dark):
+    if not (SITE / "index.html").exists():
+        pytest.fail(f"{SITE} has no built book: run `jupyter-book build .` first")
+    if not (SITE / PAGE).exists():
+        pytest.fail(f"{SITE / PAGE} is not built: is book/playground_poems in _toc.yml?")
+    poet, meta = exported
+    context, tab, outside, errors = local_only_tab(
+        browser, width, dark=dark, console_types=WARNINGS_TOO
+    )
+    requested = []
+    tab.on("request", lambda request: requested.append(request.url))
+    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    if dark:
+        assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    tab.wait_for_timeout(300)
+    weights = ("/poet.json", "/poet.bin")
+    assert not [url for url in requested if url.endswith(weights)], "loaded before asked"
+    assert tab.locator("#poet-form").is_hidden()
+
+    # Load: the download, then the default 藏头诗 (春花秋月), one character at a time.
+    tab.evaluate(WATCH_JS)
+    tab.click("#poet-load")
+    first = wait_for_poem(tab)
+    assert [url.rsplit("/", 1)[-1] for url in requested if url.endswith(weights)] == [
+        "poet.json", "poet.bin"
+    ]  # fmt: skip
+    status = tab.locator("#poet-status").inner_text()
+    assert status.startswith(f"loaded: {meta['weights']['bytes'] / 1e6:.1f} MB"), status
+    assert [verse[0] for verse in VERSE.findall(first)] == list("春花秋月"), first
+    shown = list(dict.fromkeys(tab.evaluate("() => window.poemTexts")))
+    assert len(shown) >= len(first) - 1, f"not character by character: {len(shown)} states"
+    assert "characters/s" in tab.locator("#poet-timing").inner_text()
+    print(f"\n{width} px: {tab.locator('#poet-timing').inner_text()}")
+    same = tab.evaluate(
+        """async (poem) => {  // the page's poem is gpt.js's, with the page's settings
+      const model = await PoetGPT.loadPoet(new URL("../_static/playground/poet.json",
+                                                   location.href).href);
+      return PoetGPT.write(model, "春花秋月", {acrostic: true, temperature: 0.8, topP: 0.9,
+                                              seed: 0}).text;
+    }"""
+    )
+    assert same == first
+
+    # Greedy continuation of a first verse: the package's poem, character for character.
+    greedy = write(tab, "白日依山尽，", acrostic=False, temperature=0)
+    assert greedy == poet.write("白日依山尽，", temperature=0)
+    assert "this very poem" in tab.locator("#poet-same").inner_text()
+    assert tab.locator("#poet-call").inner_text() == (
+        'pretrained_poet().write("白日依山尽，", temperature=0, top_p=0.9, seed=0)'
+    )
+    # Another seed, another poem; the same seed again, the same poem.
+    one, two = (write(tab, "", acrostic=False, temperature=0.8, seed=s) for s in (1, 2))
+    assert one != two and write(tab, "", acrostic=False, temperature=0.8, seed=1) == one
+
+    # The attention map follows the layer and head chosen.
+    svg = tab.locator("#poet-attention svg.marks").inner_html()
+    key = tab.locator("#poet-attention").get_attribute("data-drawn")
+    tab.select_option("#poet-head", "2")
+    tab.wait_for_function(
+        "(key) => document.querySelector('#poet-attention').dataset.drawn !== key", arg=key
+    )
+    assert tab.locator("#poet-attention").get_attribute("data-drawn").endswith("|3|2")
+    assert tab.locator("#poet-attention svg.marks").inner_html() != svg
+
+    overflow = tab.evaluate(  # the page, the app and the chart in their boxes
+        "() => [document.documentElement.scrollWidth,"
+        " document.documentElement.clientWidth,"
+        " document.querySelector('#poet-app').scrollWidth,"
+        " document.querySelector('#poet-app').clientWidth,"
+        " document.querySelector('#poet-attention svg').getBoundingClientRect().width,"
+        " document.querySelector('#poet-attention').clientWidth]"
+    )
+    assert all(inside <= box for inside, box in zip(overflow[::2], overflow[1::2])), (
+        f"wider than the screen: {overflow}"
+    )
+
+    # Characters it never saw are named; the poem is not written.
+    tab.fill("#poet-prompt", "春A花😀")
+    tab.click("#poet-write")
+    tab.locator("#poet-message").wait_for(state="visible")
+    message = tab.locator("#poet-message").inner_text()
+    assert message.startswith('The poet does not know these characters: "A", "😀"'), message
+    assert tab.locator("#poet-output").is_hidden()
+    tab.check("#poet-acrostic")
+    tab.fill("#poet-prompt", "春花秋月夜")
+    tab.click("#poet-write")
+    tab.wait_for_function(
+        "() => document.querySelector('#poet-message').textContent.startsWith('A 藏头诗')"
+    )
+    assert tab.locator("#poet-poem").get_attribute("data-done") == ""
+    tab.fill("#poet-prompt", "山")
+    tab.click("#poet-write")
+    tab.locator("#poet-message").wait_for(state="hidden")
+    assert wait_for_poem(tab).startswith("山")
+    context.close()
+    assert not outside, f"the page asked for outside URLs: {outside}"
+    assert not errors, f"the page logged: {errors}"
