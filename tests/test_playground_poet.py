@@ -4,8 +4,8 @@
    bit; exporting again gives the same bytes; --check fails when a file changes; the page
    downloads at most 4 MB.
 2. Parity: book/_static/playground/gpt.js, run in headless Chromium, against the package's GPT
-   loaded from the same file: logits within ``TOLERANCE`` of PyTorch's float32 model, the
-   attention maps too, greedy poems token for token those of ``Poet.write`` at temperature 0,
+   loaded from the same file (the shipped poet, and a small random GPT of another
+   configuration): logits within ``TOLERANCE`` of PyTorch's float32 model, the attention maps too, greedy poems token for token those of ``Poet.write`` at temperature 0,
    藏头 verses opening with their characters, top-p and top-k as the package's, unknown
    characters named.
 3. The built page (BOOK_HTML, default _build/html): the weights load only when asked, the poem
@@ -21,6 +21,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import export_poet_playground as exporter
@@ -513,3 +514,50 @@ def test_page_writes_poems(browser, exported, width, dark):
     context.close()
     assert not outside, f"the page asked for outside URLs: {outside}"
     assert not errors, f"the page logged: {errors}"
+
+
+@torch.no_grad()
+def test_parity_on_a_small_random_gpt(browser, tmp_path):
+    """Another configuration (ReLU, 2 layers, 2 heads, d_ff 48, max_len 14), random weights:
+    the same logits; greedy poems the same, also when they run into max_len (a random
+    model rarely ends a poem)."""
+    from transformer_book.gpt import GPT, GPTConfig
+    from transformer_book.poems import CharVocabulary
+
+    prompts = exporter.EXAMPLES + exporter.PARITY_PROMPTS
+    characters = set("".join(p for p, _ in prompts) + "，。？云雨风雪")
+    vocab = CharVocabulary(characters)
+    settings = {"max_len": 14, "d_model": 16, "heads": 2, "layers": 2, "d_ff": 48,
+                "activation": "relu"}
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(len(vocab), **settings)).eval()
+    weights_dir = tmp_path / "weights"
+    weights_dir.mkdir()
+    half = {name: t.half() for name, t in model.state_dict().items()}
+    torch.save({"config": settings, "characters": vocab.tokens[3:], "weights": half},
+               weights_dir / exporter.WEIGHTS_FILE)
+    history = {"training": {"steps": 1, "batch_size": 1}, "held_out_perplexity": 1.0,
+               "losses": [1.0]}
+    (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")
+    served = tmp_path / "served"
+    exporter.export(served / "playground", weights_dir)
+    shutil.copy(PLAYGROUND / "gpt.js", served / "playground")
+    poet, meta = exporter.load_poet(served / "playground" / "poet.json")
+    context, tab, outside, errors = harness_tab(browser, served)
+    run = tab.evaluate(RUN_JS, {"prompts": meta["parity_prompts"] + meta["examples"]})
+    context.close()
+    assert not outside and not errors, (outside, errors)
+    worst, longest = 0.0, 0
+    for example, result in zip(meta["parity_prompts"] + meta["examples"], run["results"]):
+        expected = poet.write(example["prompt"], temperature=0, acrostic=example["acrostic"])
+        assert result["text"] == expected, (example, result["text"], expected)
+        steps = torch.frombuffer(
+            bytearray(base64.b64decode(result["steps"])), dtype=torch.float64
+        ).view(-1, len(vocab))  # (steps, vocab)
+        ids = result["ids"]
+        logits = poet.model(torch.tensor([ids]))[0, len(ids) - steps.size(0) :]
+        worst = max(worst, (steps - logits.double()).abs().max().item())
+        longest = max(longest, len(ids))
+    assert worst <= TOLERANCE, worst
+    assert longest == settings["max_len"]  # the max_len stop was exercised
+    print(f"\nsmall random GPT: largest logit difference {worst:.2e}")

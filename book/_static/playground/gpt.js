@@ -186,8 +186,11 @@ const PoetGPT = (() => {
   // tokens at positions offset, offset + 1, ...; with caches, the earlier positions' keys and
   // values are reused. Returns {hidden (seq, d_model), attention: [layer][head] (seq, keys)}.
   function forward(model, tokens, caches = null, offset = 0, needWeights = false) {
-    const { d_model, max_len, layers, eps, norm_first, learned_positions } = model.meta.config;
-    if (!norm_first || !learned_positions) throw new Error("GPT-2's choices only (chapter 15)");
+    const { d_model, max_len, layers, eps, norm_first, learned_positions, tie_embeddings } =
+      model.meta.config;
+    if (!norm_first || !learned_positions || !tie_embeddings) {
+      throw new Error("only the GPT-2 choices of chapter 15: pre-norm, learned positions, tied");
+    }
     if (offset + tokens.length > max_len) {
       const last = offset + tokens.length - 1;
       throw new Error(`positions ${offset}..${last} do not fit max_len=${max_len}`);
