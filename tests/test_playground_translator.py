@@ -137,6 +137,8 @@ def test_the_bleu_record_is_of_these_weights(record, test_set):
     full, eight = record["scores"]["full beam"]["bleu"], record["scores"]["8-bit beam"]["bleu"]
     assert round(full, 2) == 37.32
     assert abs(full - eight) <= export_playground.BLEU_LIMIT == 0.5
+    # What the page says: beam search scores better than greedy decoding on these sentences.
+    assert eight > record["scores"]["8-bit greedy"]["bleu"]
     meta = json.loads(JSON_PATH.read_text(encoding="utf-8"))
     assert meta["test_scores"] == {"sentences": 1000, **record["scores"]}
     print(f"test BLEU: 8-bit beam {eight:.2f}, full {full:.2f}; greedy 8-bit "
@@ -167,7 +169,10 @@ def test_the_examples_are_test_sentences_and_the_wrong_one_is_said(exported, tes
         assert (note is None) == right, text  # the wrong one says what is wrong
         if not right:
             assert export_playground.TRANSLATOR_WRONG[text][0] == output
-    assert meta["example_right"].count(False) == 1
+    assert meta["example_right"].count(False) == 1 and meta["example_right"][-1] is False
+    assert meta["max_source_len"] == translator.max_tokens == 128  # the page says 128
+    page = (REPO_ROOT / "book" / "playground.md").read_text(encoding="utf-8")
+    assert "more than 128 tokens" in page
 
 
 # --- 2. The tokenizer in JavaScript ----------------------------------------------------------
@@ -275,3 +280,206 @@ def test_javascript_splits_every_character_as_python(browser):
     assert not different, f"{len(different)} differ, e.g. {different[:5]}"
     print(f"Unicode {unicodedata.unidata_version} (Python {sys.version.split()[0]}): "
           "every assigned code point splits the same way")
+
+
+# --- 3. The model in JavaScript, against PyTorch on the same (dequantized) weights ----------
+
+LOGIT_TOLERANCE = 1e-4  # float64 activations against PyTorch's float32; logits reach about 25
+PARITY = range(20)  # the first 20 test sentences
+
+RUN_TRANSLATOR = """async ({inputs, timed, repeats}) => {
+  const model = await TransformerBook.loadModel("playground/translator.json");
+  const alpha = model.meta.length_penalty;
+  const results = inputs.map((text) => {
+    const encoded = TransformerBook.encodeText(model, text);
+    if (encoded.error) return {error: encoded.error};
+    const limit = TransformerBook.maxNewTokens(model, encoded.ids.length);
+    const greedy = TransformerBook.greedyDecode(model, encoded.ids, limit);
+    const beam = TransformerBook.beamSearch(model, encoded.ids, limit, 4, alpha);
+    return {
+      ids: encoded.ids,
+      limit,
+      greedy: greedy.tokens,
+      text: TransformerBook.decodeTokens(model, greedy.tokens),
+      logits: greedy.steps.map((step) => Array.from(step.logits)),
+      beam: beam.tokens,
+      beamText: TransformerBook.decodeTokens(model, beam.tokens),
+      beamScore: beam.score,
+    };
+  });
+  // Speed: the median of `repeats` runs, after one to warm up.
+  const encoded = TransformerBook.encodeText(model, timed);
+  const limit = TransformerBook.maxNewTokens(model, encoded.ids.length);
+  const median = (run) => {
+    run();
+    const times = [];
+    for (let i = 0; i < repeats; i++) {
+      const started = performance.now();
+      run();
+      times.push(performance.now() - started);
+    }
+    return times.sort((a, b) => a - b)[Math.floor(repeats / 2)];
+  };
+  const speed = {
+    greedy: median(() => TransformerBook.greedyDecode(model, encoded.ids, limit)),
+    beam: median(() => TransformerBook.beamSearch(model, encoded.ids, limit, 4, alpha)),
+    tokens: TransformerBook.greedyDecode(model, encoded.ids, limit).tokens.length - 1,
+  };
+  return {results, speed};
+}"""
+
+
+def translator_tab(browser):
+    base = serve(str(STATIC))
+    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
+    context.route(
+        f"{base}/translator.html",
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body='<!doctype html><meta charset="utf-8">'
+            '<script src="playground/tokenizer.js"></script>'
+            '<script src="playground/transformer.js"></script>',
+        ),
+    )
+    tab.goto(f"{base}/translator.html")
+    return context, tab, outside, errors
+
+
+@torch.no_grad()
+def test_javascript_translates_as_pytorch(browser, exported, test_set):
+    """20 test sentences: logits within LOGIT_TOLERANCE along the greedy output, greedy and
+    beam tokens equal; and the speed on a 10-word sentence (printed, never asserted)."""
+    from transformer_book.decoding import beam_search, greedy_decode
+    from transformer_book.masking import subsequent_mask
+
+    translator, meta = exported
+    model = translator.model
+    inputs = [test_set[index][0] for index in PARITY]
+    timed = next(english for english, _ in test_set if len(english.split()) == 10)
+    context, tab, outside, errors = translator_tab(browser)
+    answer = tab.evaluate(RUN_TRANSLATOR, {"inputs": inputs, "timed": timed, "repeats": 5})
+    context.close()
+    assert not outside and not errors, (outside, errors)
+    worst = 0.0
+    for text, result in zip(inputs, answer["results"], strict=True):
+        ids = translator.source_ids(text)
+        assert result["ids"] == ids, text
+        source = torch.tensor([ids])  # (1, source): one sentence, no padding mask
+        limit = min(2 * len(ids) + 10, translator.max_tokens - 1)
+        assert result["limit"] == limit
+        start, end = meta["start_id"], meta["end_id"]
+        greedy = greedy_decode(model, source, None, start, limit, end_id=end)
+        assert result["greedy"] == greedy[0].tolist(), text
+        beam, score = beam_search(model, source, None, start, limit, 4, end, 0.6)
+        assert result["beam"] == beam[0].tolist(), text
+        assert abs(result["beamScore"] - score.item()) <= LOGIT_TOLERANCE, text
+        assert result["beamText"] == translator.translate([text], 4, 0.6, 1)[0]
+        decoder_input = greedy[:, :-1]  # (1, steps)
+        hidden = model.decode(
+            model.encode(source, None), None, decoder_input,
+            subsequent_mask(decoder_input.size(1)),
+        )  # fmt: skip
+        logits = model.generator.proj(hidden)[0].double()  # (steps, vocab)
+        ours = torch.tensor(result["logits"], dtype=torch.float64)
+        difference = (ours - logits).abs().max().item()
+        assert difference <= LOGIT_TOLERANCE, f"{text}: logits differ by {difference:.2e}"
+        worst = max(worst, difference)
+    speed = answer["speed"]
+    print(f"\nlargest logit difference over {len(inputs)} sentences: {worst:.2e} "
+          f"(tolerance {LOGIT_TOLERANCE:g}; logits up to "
+          f"{max(abs(x) for r in answer['results'] for s in r['logits'] for x in s):.1f})")
+    print(f"speed, {timed!r} ({len(timed.split())} words, {speed['tokens']} tokens out), "
+          f"median of 5 in headless Chromium: greedy {speed['greedy']:.0f} ms, "
+          f"beam 4 {speed['beam']:.0f} ms")
+
+
+# --- 4. The built page (_build/html/book/playground.html) -------------------------------------
+
+SITE = Path(__import__("os").environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
+PAGE = "book/playground.html"
+WATCH_LOADING = """() => {
+  window.loadingSeen = [];
+  const loading = document.querySelector('#pg-loading');
+  new MutationObserver(() => loadingSeen.push(loading.textContent))
+    .observe(loading, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+@pytest.mark.parametrize(("width", "dark"), [(1280, False), (390, True)],
+                         ids=["laptop-light", "phone-dark"])  # fmt: skip
+def test_the_page_translates(browser, exported, width, dark):
+    from test_playground import chart_state, wait_for_message
+
+    if not (SITE / PAGE).exists():
+        pytest.fail(f"{SITE / PAGE} is not built: run `jupyter-book build .` first")
+    translator, meta = exported
+    context, tab, outside, errors = local_only_tab(
+        browser, width, dark=dark, console_types=("error", "warning")
+    )
+    requested = []
+    tab.on("request", lambda request: requested.append(request.url))
+    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    tab.wait_for_function("() => document.querySelector('#pg-attention svg.marks')")
+    assert not [url for url in requested if "translator" in url], "loaded before it was chosen"
+    sizes = (PLAYGROUND / "translator.bin").stat().st_size + JSON_PATH.stat().st_size
+    option = tab.locator("#pg-task option[value=translator]").inner_text()
+    assert option == f"English → 中文 ({sizes / 1e6:.1f} MB)"
+
+    tab.evaluate(WATCH_LOADING)
+    tab.select_option("#pg-task", "translator")
+    first = meta["examples"][0]
+    greedy_text, beam_text, _ = chart_state(tab, first)
+    assert [url for url in requested if url.endswith("translator.bin")] != []
+    assert len([url for url in requested if url.endswith("translator.bin")]) == 1
+    seen = tab.evaluate("() => loadingSeen")
+    megabytes = f"{(sizes - JSON_PATH.stat().st_size) / 1e6:.1f} MB"
+    assert seen[0].startswith("Loading the model's weights: 0.0 MB of " + megabytes), seen
+    assert seen[-1] == f"Loading the model's weights: {megabytes} of {megabytes}…", seen
+    assert tab.locator("#pg-loading").is_hidden()
+    assert greedy_text == translator.translate([first], beam_size=1, batch_size=1)[0]
+    assert beam_text == translator.translate([first], 4, 0.6, 1)[0]
+    assert "Tatoeba's translation" in tab.locator("#pg-answer").inner_text()
+    assert tab.locator("#pg-beam-title").inner_text() == (
+        "Beam search (4 beams, length penalty α = 0.6)"
+    )
+    assert tab.locator("#pg-greedy-steps tbody tr").count() == len(greedy_text) + 1  # + </s>
+
+    wrong = meta["examples"][meta["example_right"].index(False)]
+    tab.locator("#pg-examples button", has_text=wrong).click()
+    chart_state(tab, wrong)
+    assert "The model gets this one wrong: it says" in tab.locator("#pg-answer").inner_text()
+
+    box = tab.locator("#pg-input")
+    for text, start in [
+        ("", "type an English sentence"),
+        ("😀", 'nothing to translate: the English vocabulary knows none of "😀"'),
+        ("我爱你", 'nothing to translate: the English vocabulary knows none of "我"'),
+        (" ".join(["word"] * 300), "too long: 300 tokens; the model reads at most 128"),
+    ]:
+        box.fill(text)
+        message = wait_for_message(tab, start)
+        assert tab.locator("#pg-results").is_hidden(), text
+        if text == "我爱你":
+            assert message.endswith("This box takes English; the model writes the Chinese.")
+    box.fill("")
+    box.press_sequentially("I love pizza 🍕")  # one key at a time, as a reader types
+    chart_state(tab, "I love pizza 🍕")
+    assert tab.locator("#pg-results").is_visible() and tab.locator("#pg-message").is_hidden()
+    assert tab.locator("#pg-notice").inner_text() == (
+        'Read as <unk>, unknown to the English vocabulary: "🍕".'
+    )
+    tab.select_option("#pg-kind", "2")  # cross-attention: English tokens against characters
+    tab.wait_for_function(
+        "() => document.querySelector('#pg-attention').textContent.includes('1: love</w>')"
+    )
+    overflow = tab.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+        " document.querySelector('#pg-app').scrollWidth,"
+        " document.querySelector('#pg-app').clientWidth]"
+    )
+    theme = tab.evaluate("() => document.documentElement.dataset.theme")
+    context.close()
+    assert overflow[0] <= overflow[1] and overflow[2] <= overflow[3], f"pans: {overflow}"
+    assert theme == ("dark" if dark else "light")
+    assert not outside, f"the page asked for outside URLs: {outside}"
+    assert not errors, f"the page logged: {errors}"

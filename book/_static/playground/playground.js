@@ -9,6 +9,7 @@
   const TOP_TOKENS = 3;
   const KINDS = ["encoder self-attention", "decoder self-attention", "decoder cross-attention"];
   const models = {}; // task name -> the promise of its loaded model
+  const sizes = {}; // task name -> bytes downloaded when it is chosen (weights and JSON)
   let view = null; // the Vega view on the page
   let pending = 0;
 
@@ -22,9 +23,27 @@
     element("pg-results").hidden = Boolean(text);
   }
 
+  const megabytes = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+  // A task's model, loaded the first time it is chosen, with its progress on the page.
   function model() {
     const name = element("pg-task").value;
-    if (!models[name]) models[name] = TransformerBook.loadModel(new URL(`${name}.json`, here).href);
+    if (!models[name]) {
+      const loading = element("pg-loading");
+      const progress = (loaded, total) => {
+        loading.hidden = false;
+        loading.textContent =
+          `Loading the model's weights: ${megabytes(loaded)} of ${megabytes(total)}…`;
+      };
+      models[name] = TransformerBook.loadModel(new URL(`${name}.json`, here).href, progress)
+        .finally(() => {
+          loading.hidden = true;
+        })
+        .catch((error) => {
+          delete models[name]; // choosing the task again tries again
+          throw error;
+        });
+    }
     return models[name];
   }
 
@@ -78,24 +97,46 @@
     element(`${id}-steps`).innerHTML = stepsTable(loaded, tokens, steps);
   }
 
-  // For an example: its held-out answer, and which decoding found it (said plainly when wrong).
+  // For an example: its held-out answer (the translator: the test set's translations), which
+  // decoding wrote it, and what is wrong when the model gets it wrong (said plainly).
   function showAnswer(loaded, text, outputs) {
+    const { meta } = loaded;
     const note = element("pg-answer");
-    const index = loaded.meta.examples.indexOf(text);
-    const answer = index === -1 ? null : loaded.meta.example_answers?.[index];
+    const index = meta.examples.indexOf(text);
+    const answer = index === -1 ? null : meta.example_answers?.[index];
     note.hidden = answer == null;
     if (answer == null) return;
+    const answers = [].concat(answer);
+    const right = outputs.map(([, output]) => answers.includes(output));
     const verdicts = outputs.map(
-      ([name, output]) => `${name} gets it ${output === answer ? "right" : "wrong"}`,
+      ([name, output], i) => `${name} ${right[i] ? "writes exactly that" : `writes ${output}`}`,
     );
     const said = verdicts.join("; ");
-    note.textContent = `The right answer is ${answer}. ${said[0].toUpperCase()}${said.slice(1)}.`;
-    note.classList.toggle("pg-wrong", outputs.some(([, output]) => output !== answer));
+    const label = meta.answer_label ?? "The right answer";
+    const wrong = meta.example_notes?.[index];
+    note.textContent =
+      `${label}: ${answers.join(" / ")}. ${said[0].toUpperCase()}${said.slice(1)}.` +
+      (wrong
+        ? ` The model gets this one wrong: ${wrong}.`
+        : right.includes(false)
+          ? " The model gets this one wrong."
+          : "");
+    note.classList.toggle("pg-wrong", Boolean(wrong) || right.includes(false));
   }
 
   // What the page says about the model: its training and its held-out score.
   function describe(loaded) {
-    const training = loaded.meta.training;
+    const { training, test_scores: scores } = loaded.meta;
+    if (scores) {
+      const bleu = (name) => scores[name].bleu.toFixed(2);
+      return (
+        `Chapter 14's translator, its weights in 8 bits: on the ${scores.sentences.toLocaleString(
+          "en",
+        )} test sentences (never trained on) it scores BLEU ${bleu("8-bit beam")} with beam ` +
+        `search and ${bleu("8-bit greedy")} greedily (the full model: ${bleu("full beam")} and ` +
+        `${bleu("full greedy")}).`
+      );
+    }
     if (!training) return "";
     const percent = (100 * training.held_out_exact_match).toFixed(1);
     const pairs = training.held_out_pairs.toLocaleString("en");
@@ -203,11 +244,20 @@
       return;
     }
     say("");
-    const limit = loaded.meta.max_new_tokens;
-    const started = performance.now();
+    const notice = element("pg-notice");
+    notice.hidden = !encoded.unknown?.length;
+    if (encoded.unknown?.length) {
+      const pieces = encoded.unknown.map((piece) => JSON.stringify(piece)).join(", ");
+      notice.textContent = `Read as <unk>, unknown to the English vocabulary: ${pieces}.`;
+    }
+    const limit = TransformerBook.maxNewTokens(loaded, encoded.ids.length);
+    const alpha = loaded.meta.length_penalty ?? 0;
+    let started = performance.now();
     const greedy = TransformerBook.greedyDecode(loaded, encoded.ids, limit);
     const decodeMs = performance.now() - started;
-    const beam = TransformerBook.beamSearch(loaded, encoded.ids, limit, BEAM_SIZE);
+    started = performance.now();
+    const beam = TransformerBook.beamSearch(loaded, encoded.ids, limit, BEAM_SIZE, alpha);
+    const beamMs = performance.now() - started;
     const beamTokens = untilEnd(beam.tokens, loaded.meta.end_id);
     const beamSteps = TransformerBook.inspect(loaded, encoded.ids, beamTokens).steps;
     showOutput("pg-greedy", loaded, greedy.tokens, greedy.steps, null);
@@ -217,7 +267,8 @@
       ["beam search", TransformerBook.decodeTokens(loaded, beamTokens)],
     ]);
     element("pg-timing").textContent =
-      `greedy decoding took ${decodeMs.toFixed(1)} ms in this browser`;
+      `In this browser, greedy decoding took ${decodeMs.toFixed(1)} ms and beam search ` +
+      `${beamMs.toFixed(1)} ms.`;
     last = {
       loaded,
       text,
@@ -261,7 +312,7 @@
       element("pg-input").value = examples[0];
       // Input longer than max_source_len is refused with a message naming the limit; the box
       // only stops a runaway paste.
-      element("pg-input").maxLength = 400;
+      element("pg-input").maxLength = 4000;
       element("pg-examples").innerHTML = examples
         .map(
           (example) => `<button type="button" class="pg-example">${escapeHtml(example)}</button>`,
@@ -269,13 +320,27 @@
         .join(" ");
       // Characters run together; words are listed with spaces (the specials <pad>, <s>, </s>
       // are left out).
-      const separator = loaded.meta.source_separator || "";
-      element("pg-vocabulary").textContent = loaded.meta.source_tokens
-        .slice(3)
-        .map(shown)
-        .join(separator);
-      element("pg-unit").textContent = separator ? "words" : "characters";
-      element("pg-limit").textContent = String(loaded.meta.max_source_len);
+      const { meta } = loaded;
+      const separator = meta.source_separator || "";
+      const known = element("pg-known");
+      if (meta.tokenizer) {
+        // Thousands of tokens: counted, not listed.
+        known.textContent =
+          `${(meta.source_tokens.length - 4).toLocaleString("en")} English tokens (chapter ` +
+          `13's byte-pair encoding; </w> ends a word) in, ` +
+          `${(meta.target_tokens.length - 4).toLocaleString("en")} Chinese characters out`;
+      } else {
+        known.innerHTML = 'Tokens it knows: <code id="pg-vocabulary"></code>';
+        element("pg-vocabulary").textContent = meta.source_tokens
+          .slice(3)
+          .map(shown)
+          .join(separator);
+      }
+      element("pg-unit").textContent = meta.tokenizer ? "tokens" : separator ? "words" : "characters";
+      element("pg-limit").textContent = String(meta.max_source_len);
+      element("pg-beam-title").textContent =
+        `Beam search (${BEAM_SIZE} beams` +
+        (meta.length_penalty ? `, length penalty α = ${meta.length_penalty})` : ")");
       element("pg-about").textContent = describe(loaded);
     } catch (error) {
       say(`could not load the model (${error.message}); serve the book over http`);
@@ -292,8 +357,13 @@
       say(`could not load the playground's models (${error.message}); serve the book over http`);
       return;
     }
+    // Each task with what choosing it downloads: its weights and its JSON file.
     element("pg-task").innerHTML = manifest.tasks
-      .map((task) => `<option value="${task.name}">${escapeHtml(task.title)}</option>`)
+      .map((task) => {
+        sizes[task.name] = task.bytes + (task.json_bytes ?? 0);
+        const title = `${task.title} (${megabytes(sizes[task.name])})`;
+        return `<option value="${task.name}">${escapeHtml(title)}</option>`;
+      })
       .join("");
     let timer = null;
     element("pg-input").addEventListener("input", () => {

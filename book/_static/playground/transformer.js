@@ -2,10 +2,12 @@
 //
 // Each function mirrors one piece of the companion package src/transformer_book/ and names the
 // chapter that explains it, so the two can be read side by side. Weights come from
-// tools/export_playground.py: a float32 binary file plus a JSON file with the configuration
-// (make_model's arguments), the vocabularies and each tensor's name, shape and offset.
-// Activations are float64 (JavaScript numbers); tests/test_playground.py checks the logits
-// against PyTorch's float32 model loaded from the same file (max abs difference <= 1e-4).
+// tools/export_playground.py: a binary file (float32 tensors; for the translator, 8-bit
+// matrices with a float32 scale per row) plus a JSON file with the configuration (make_model's
+// arguments), the vocabularies and each tensor's name, shape and offset.
+// Activations are float64 (JavaScript numbers); tests/test_playground.py and
+// tests/test_playground_translator.py check the logits against PyTorch's float32 model loaded
+// from the same file.
 "use strict";
 
 const TransformerBook = (() => {
@@ -15,7 +17,8 @@ const TransformerBook = (() => {
   }
 
   // --- Loading the exported weights ------------------------------------------------------------
-  async function loadModel(jsonUrl) {
+  // onProgress(bytesLoaded, bytesTotal), if given, is called as the weights arrive.
+  async function loadModel(jsonUrl, onProgress = null) {
     const fetchOk = async (url) => {
       const response = await fetch(url);
       if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
@@ -23,19 +26,54 @@ const TransformerBook = (() => {
     };
     const meta = await (await fetchOk(jsonUrl)).json();
     const response = await fetchOk(new URL(meta.weights.file, new URL(jsonUrl, document.baseURI)));
-    const buffer = await response.arrayBuffer();
+    const buffer = await readAll(response, meta.weights.bytes, onProgress);
     if (buffer.byteLength !== meta.weights.bytes) {
       throw new Error(
         `${meta.weights.file}: ${buffer.byteLength} bytes, expected ${meta.weights.bytes}`,
       );
     }
     const params = {};
-    for (const { name, shape, offset } of meta.tensors) {
+    for (const { name, shape, offset, dtype = "float32", scales } of meta.tensors) {
       const size = shape.reduce((a, b) => a * b, 1);
-      params[name] = { shape, data: new Float32Array(buffer, 4 * offset, size) };
+      if (dtype === "float32") {
+        params[name] = { shape, data: new Float32Array(buffer, 4 * offset, size) };
+      } else {
+        // 8 bits: row r is q * scale[r], rounded to float32 as PyTorch computes it.
+        const q = new Int8Array(buffer, offset, size);
+        const scale = new Float32Array(buffer, 4 * scales, shape[0]);
+        const data = new Float32Array(size);
+        const cols = size / shape[0];
+        for (let i = 0; i < size; i++) data[i] = q[i] * scale[Math.floor(i / cols)];
+        params[name] = { shape, data };
+      }
     }
     const { d_model, max_len = 5000 } = meta.config;
-    return { meta, params, positions: sinusoidalTable(Math.min(max_len, 512), d_model) };
+    const model = { meta, params, positions: sinusoidalTable(Math.min(max_len, 512), d_model) };
+    if (meta.tokenizer) model.tokenizer = TransformerBookTokenizer.fromMeta(meta); // tokenizer.js
+    return model;
+  }
+
+  // The response's bytes, reporting progress as they arrive.
+  async function readAll(response, expected, onProgress) {
+    if (!onProgress || !response.body) return response.arrayBuffer();
+    const reader = response.body.getReader();
+    const chunks = [];
+    let loaded = 0;
+    onProgress(0, expected);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      loaded += value.length;
+      onProgress(loaded, expected);
+    }
+    const whole = new Uint8Array(loaded);
+    let at = 0;
+    for (const chunk of chunks) {
+      whole.set(chunk, at);
+      at += chunk.length;
+    }
+    return whole.buffer;
   }
 
   // --- Chapter 01_positional_encoding: embeddings times sqrt(d_model), plus sinusoids ------------
@@ -328,17 +366,23 @@ const TransformerBook = (() => {
       caches: newCaches(model),
     }));
     for (let step = 0; step < maxNewTokens; step++) {
-      const candidates = []; // every hypothesis extended by every token
+      // The beamSize best of every hypothesis extended by every token, best first; a tie keeps
+      // the earlier (hypothesis, token), as a stable sort of all of them would.
+      const best = [];
+      const add = (score, origin, token) => {
+        if (best.length === beamSize && !(score > best[beamSize - 1].score)) return;
+        let at = best.length;
+        while (at > 0 && score > best[at - 1].score) at--;
+        best.splice(at, 0, { score, origin, token });
+        if (best.length > beamSize) best.pop();
+      };
       beams.forEach((beam, origin) => {
         if (beam.score === -Infinity) return; // its candidates are all -inf: never chosen
-        const add = (token, score) => candidates.push({ score, origin, token });
-        if (beam.finished) return add(end_id, beam.score); // only the end token, at no cost
+        if (beam.finished) return add(beam.score, origin, end_id); // only the end, at no cost
         const { logProbs } = nextLogProbs(model, memory, beam.tokens, beam.caches);
-        logProbs.forEach((logProb, token) => add(token, beam.score + logProb));
+        logProbs.forEach((logProb, token) => add(beam.score + logProb, origin, token));
       });
-      // Best first; the sort is stable, so ties stay in (hypothesis, token) order.
-      candidates.sort((a, b) => b.score - a.score);
-      beams = candidates.slice(0, beamSize).map(({ score, origin, token }) => {
+      beams = best.map(({ score, origin, token }) => {
         const from = beams[origin];
         return {
           tokens: [...from.tokens, token],
@@ -372,14 +416,18 @@ const TransformerBook = (() => {
   }
 
   // --- The vocabularies (chapter 09's CharVocab): a token is a character, or a word --------------
-  // meta.source_separator is "" (characters) or " " (words). Returns {ids} or {error}: the error
-  // names the tokens the model has never seen, or the length limit, as the package's encode does.
+  // meta.source_separator is "" (characters) or " " (words); the translator has byte-pair tokens
+  // (chapter 13, tokenizer.js). Returns {ids} or {error}: the error names the tokens the model has
+  // never seen, or the length limit, as the package's encode does. The translator reads an
+  // unknown token as <unk> ({ids, unknown}) and refuses only text it can read none of.
   function splitText(model, text) {
+    if (model.tokenizer) return model.tokenizer.tokenize(text);
     if (!model.meta.source_separator) return [...text];
     return text.split(model.meta.source_separator).filter((word) => word !== "");
   }
 
   function encodeText(model, text) {
+    if (model.tokenizer) return model.tokenizer.encode(text);
     const { source_tokens: tokens, max_source_len: limit, source_separator } = model.meta;
     const pieces = splitText(model, text);
     const unknown = [...new Set(pieces.filter((piece) => !tokens.includes(piece)))];
@@ -408,9 +456,16 @@ const TransformerBook = (() => {
       .join(target_separator);
   }
 
+  // How many tokens to decode at most: the translator allows 2 * source + 10 (Translator.translate),
+  // within its positional table; the other tasks a fixed number.
+  function maxNewTokens(model, sourceLength) {
+    const { max_new_tokens: limit, max_new_per_source: perSource } = model.meta;
+    return perSource ? Math.min(perSource[0] * sourceLength + perSource[1], limit) : limit;
+  }
+
   return {
     loadModel, sinusoidalTable, embed, linear, attendOneHead, multiHeadAttention, layerNorm,
     feedForward, encode, decode, generator, greedyDecode, beamSearch, inspect, splitText,
-    encodeText, decodeTokens,
+    encodeText, decodeTokens, maxNewTokens,
   };
 })();
