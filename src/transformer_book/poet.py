@@ -124,13 +124,14 @@ class Poet:
         )
         model = self.model.eval()
         device = next(model.parameters()).device
-        generator = torch.Generator(device=device).manual_seed(seed)
+        # drawn on the CPU: a seed writes the same poem on every device
+        generator = torch.Generator().manual_seed(seed)
         caches, offset = model.new_caches(), 0
         feed = ids
         verse_ends = {self.vocab.ids.get(mark) for mark in "，。？"}
         while True:
             tokens = torch.tensor([feed], device=device)
-            logits = model(tokens, caches, offset)[0, -1]  # (vocab,)
+            logits = model(tokens, caches, offset)[0, -1].cpu()  # (vocab,)
             offset += len(feed)
             logits[self.vocab.pad_id] = float("-inf")
             logits[self.vocab.unknown_id] = float("-inf")
