@@ -1,6 +1,6 @@
 """Train the poet the package ships (chapter 15) and record its history.
 
-    python tools/train_poet.py           # train, write the weights and history (about 10 min)
+    python tools/train_poet.py           # train, write the weights and history (11-12 min)
     python tools/train_poet.py --check   # train again from scratch; exit 1 unless identical
 
 The recipe is transformer_book.poet.train_poet (POET_CONFIG, POET_TRAINING): seeded, on one CPU
@@ -34,8 +34,13 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
     from transformer_book.gpt import GPT, GPTConfig
     from transformer_book.poems import poem_split
     from transformer_book.poet import (
+        HISTORY_FILE,
+        POET_CONFIG,
+        POET_TRAINING,
+        WEIGHTS_FILE,
         Poet,
-        HISTORY_FILE, POET_CONFIG, POET_TRAINING, WEIGHTS_FILE, perplexity, train_poet,
+        perplexity,
+        train_poet,
     )
 
     torch.set_num_threads(1)
