@@ -380,6 +380,10 @@ def test_the_page_states_the_download_and_the_tolerance():
     assert f"Load the poet ({total / 1e6:.1f} MB)" in page
     assert TOLERANCE == 1e-4 and page.count("within $10^{-4}$") == 1
     assert "误差不超过\n$10^{-4}$" in page or "误差不超过 $10^{-4}$" in page
+    # The characters the page says the poet never saw.
+    tokens = set(json.loads(JSON_PATH.read_text("utf-8"))["tokens"])
+    assert "nor can 她" in page and "or 咖啡 (coffee)" in page
+    assert not {"她", "咖", "啡"} & tokens
     toc = (REPO_ROOT / "_toc.yml").read_text(encoding="utf-8")
     assert "- file: book/playground\n      - file: book/playground_poems\n" in toc
 
@@ -470,6 +474,16 @@ def test_page_writes_poems(browser, exported, width, dark):
     # Another seed, another poem; the same seed again, the same poem.
     one, two = (write(tab, "", acrostic=False, temperature=0.8, seed=s) for s in (1, 2))
     assert one != two and write(tab, "", acrostic=False, temperature=0.8, seed=1) == one
+
+    # An example button sets the prompt and the mode, and writes.
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.locator(".poet-example", has_text="明月").click()
+    assert wait_for_poem(tab).startswith("明月") and tab.is_checked("#poet-continue")
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.locator(".poet-example", has_text="山高水长").click()
+    poem = wait_for_poem(tab)
+    assert [verse[0] for verse in VERSE.findall(poem)] == list("山高水长"), poem
+    assert tab.is_checked("#poet-acrostic")
 
     # The attention map follows the layer and head chosen.
     svg = tab.locator("#poet-attention svg.marks").inner_html()
