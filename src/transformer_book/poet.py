@@ -85,6 +85,10 @@ def regular_form(poem: str) -> bool:
     )
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class Poet:
     """A GPT with its character vocabulary, that writes poems."""
 
@@ -107,6 +111,12 @@ class Poet:
         other tokens' logits are set to -inf)."""
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+        if not _is_number(temperature) or not temperature >= 0:
+            raise ValueError(
+                f"temperature must be a number >= 0 (0 is greedy); got {temperature!r}"
+            )
+        if not _is_number(top_p) or not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p!r}")
         missing = self.vocab.unknown(prompt)
         if missing:
             raise ValueError(
