@@ -262,6 +262,15 @@ def test_the_number_words_are_the_packages_final_model():
         assert torch.equal(value, model.state_dict()[name]), name
     assert meta["training"]["steps"] == history[-1]["step"] == 2000
     assert meta["training"]["smoothing"] == NUMBERS_TRAINING["smoothing"] == 0.0
+    assert meta["training"]["loaded_with"] == "transformer_book.numerals:trained_numbers_model"
+
+
+def test_the_manifest_gives_each_tasks_download():
+    manifest = json.loads((PLAYGROUND / "manifest.json").read_text(encoding="utf-8"))
+    for task in manifest["tasks"]:
+        meta = json.loads((PLAYGROUND / task["file"]).read_text(encoding="utf-8"))
+        assert task["bytes"] == meta["weights"]["bytes"], task["name"]
+        assert task["json_bytes"] == (PLAYGROUND / task["file"]).stat().st_size, task["name"]
 
 
 @pytest.mark.parametrize("json_name", committed_tasks())
