@@ -18,10 +18,10 @@ EXERCISES = [(chapter, name) for chapter, module in MODULES.items() for name in 
 MUTATIONS = [
     ("ch01", "sinusoidal_table", [("torch.sin(position", "SWAP"), ("torch.cos(position", "torch.sin(position"),
                                   ("SWAP", "torch.cos(position")], "sin and cos are swapped"),
-    ("ch01", "sinusoidal_table", [  # seed 002: the exponent 2j/d_model with j the dimension index
+    ("ch01", "sinusoidal_table", [  # the source notes' NumPy version: 2j/d_model, j the dimension index
         ("torch.sin(position * frequency)", "torch.sin(position / 10000 ** (2 * pair_start / d_model))"),
         ("torch.cos(position * frequency)", "torch.cos(position / 10000 ** (2 * (pair_start + 1) / d_model))")],
-     "seed 002"),
+     "source notes' NumPy version"),
     ("ch01", "sinusoidal_table", "torch.arange(max_len, dtype", "torch.arange(1, max_len + 1, dtype",
      "positions start at 1"),
     ("ch01", "shift_matrix", [("matrix[pair, pair], matrix[pair, pair + 1] = cos_k, sin_k",

@@ -60,7 +60,7 @@ SINUSOIDAL_TABLE = Exercise(
                 lambda n, d: _table(n, d, _paired, even=torch.cos, odd=torch.sin)),
         Mistake("the exponent uses the dimension index j instead of the pair index: dimensions 2i and "
                 "2i+1 must share one frequency 10000^(-2i/d_model), e.g. with 2 * (j // 2) "
-                "(seed 002's bug).",
+                "(the bug of the source notes' NumPy version).",
                 lambda n, d: _table(n, d, lambda j, dm: 10000.0 ** (-2 * j / dm))),
         Mistake("the exponent uses the dimension index j (10000^(-j/d_model)); the cosine in "
                 "dimension 2i+1 must use the same frequency as the sine in dimension 2i: "
