@@ -30,8 +30,7 @@ from transformer_book.validation import check_tensor
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention over the encoder's output (memory), then
-    the FFN.
+    """Masked self-attention, cross-attention over the memory, then the FFN.
 
     x (batch, target, d_model), memory (batch, source, d_model) -> (batch, target,
     d_model). ``target_mask`` broadcasts to (batch, target, target) and ``source_mask``

@@ -19,8 +19,7 @@ from transformer_book.validation import check_tensor, check_token_ids
 
 
 class Generator(nn.Module):
-    """Decoder output (..., d_model) -> log-probabilities over the vocabulary
-    (..., vocab_size).
+    """Decoder output (..., d_model) -> log-probabilities (..., vocab_size).
 
     A linear layer gives one score (logit) per token; log_softmax turns the scores into
     log-probabilities, stably (the log-sum-exp trick). ``proj.weight`` has shape

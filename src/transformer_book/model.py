@@ -59,8 +59,7 @@ class EmbeddingWithPositions(nn.Module):
 
 
 class Transformer(nn.Module):
-    """The encoder-decoder: embed and encode the source once, then decode the target
-    against it.
+    """The encoder-decoder: encode the source once, decode the target against it.
 
     ``forward`` returns the decoder's output (batch, target, d_model); ``generator``
     turns it into log-probabilities (batch, target, vocab), as in The Annotated
@@ -131,8 +130,7 @@ def make_model(
     attention_scale: float | None = None,
     tie_weights: bool = False,
 ) -> Transformer:
-    """A Xavier-initialised Transformer, with the paper's base hyperparameters as
-    defaults.
+    """A Xavier-initialised Transformer; the defaults are the paper's base model.
 
     ``final_norm`` (default: ``norm_first``) ends each stack with a layer norm, which
     pre-norm needs and nn.Transformer always has. ``positional=False`` leaves out the
