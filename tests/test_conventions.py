@@ -144,8 +144,24 @@ def test_model_package_does_not_import_plotting_or_notebook_code():
 
 KEY_IDEAS = re.compile(r"^> \*\*Key ideas\*\*\n>\n((?:> .*\n?)+)", re.MULTILINE)
 TEST_MACHINERY = re.compile(
-    r"nbval|regression tests?|BOOK_DEVICE_TEST|seed 00\d|bit-identical|wall-clock|ignored outputs?", re.IGNORECASE
+    r"nbval|regression tests?|BOOK_DEVICE_TEST|seed 00\d|bit-identical|wall-clock|ignored outputs?"
+    r"|\bthe (?:book's )?tests\b|\ba test\b|\btests? (?:compares?|checks?)\b|\bCI\b|headless"
+    r"|not compared",
+    re.IGNORECASE,
 )
+READER_PAGES = ["intro.ipynb", "playground.md", "playground_poems.md", "glossary.md", "bug_gallery.md"]
+
+
+@pytest.mark.parametrize("page", [path.name for path in CHAPTERS] + READER_PAGES)
+def test_reader_prose_never_speaks_of_the_test_machinery(page):
+    """Tests, CI, nbval and the simulated device belong in contributing.md, not in what readers read."""
+    path = REPO_ROOT / "book" / page
+    if path.suffix == ".ipynb":
+        texts = [source(cell) for cell in cells(path) if cell["cell_type"] == "markdown"]
+    else:
+        texts = [path.read_text(encoding="utf-8")]
+    found = [match for text in texts for match in TEST_MACHINERY.findall(text)]
+    assert not found, f"{page}: {found}"
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
