@@ -129,7 +129,8 @@ TOLERANCE = 1e-4  # JavaScript (float64) against PyTorch's float32 model, same w
 TOLERANCE_FLOAT64 = 1e-9  # against the same model computed in float64
 WARNINGS_TOO = ("error", "warning")  # the poem page logs neither
 
-HARNESS = '<!doctype html><meta charset="utf-8"><script src="playground/gpt.js"></script>'
+HARNESS = ('<!doctype html><meta charset="utf-8"><script src="playground/transformer.js"></script>'
+           '<script src="playground/gpt.js"></script>')  # gpt.js uses transformer.js's pieces
 
 RUN_JS = """async ({prompts}) => {
   const base64 = (values) => {  // a Float64Array as base64 (fast to pass back)
@@ -555,7 +556,8 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")
     served = tmp_path / "served"
     exporter.export(served / "playground", weights_dir)
-    shutil.copy(PLAYGROUND / "gpt.js", served / "playground")
+    for script in ("transformer.js", "gpt.js"):
+        shutil.copy(PLAYGROUND / script, served / "playground")
     poet, meta = exporter.load_poet(served / "playground" / "poet.json")
     context, tab, outside, errors = harness_tab(browser, served)
     run = tab.evaluate(RUN_JS, {"prompts": meta["parity_prompts"] + meta["examples"]})

@@ -76,42 +76,9 @@ const PoetGPT = (() => {
   }
 
   // --- The pieces (chapters 3 to 5), on rows of float64: x is {rows, cols, data} ----------------
-  function matrix(rows, cols) {
-    return { rows, cols, data: new Float64Array(rows * cols) };
-  }
-
-  function linear(x, params, prefix) {
-    const weight = params[`${prefix}.weight`]; // (out, in), as nn.Linear
-    const bias = params[`${prefix}.bias`];
-    const [out, inFeatures] = weight.shape;
-    const y = matrix(x.rows, out); // (rows, out)
-    const [xs, ws, ys] = [x.data, weight.data, y.data];
-    for (let r = 0; r < x.rows; r++) {
-      for (let o = 0; o < out; o++) {
-        let sum = bias ? bias.data[o] : 0;
-        for (let i = 0; i < inFeatures; i++) sum += xs[r * inFeatures + i] * ws[o * inFeatures + i];
-        ys[r * out + o] = sum;
-      }
-    }
-    return y;
-  }
-
-  // Chapter 4: biased variance, eps inside the square root (the same as nn.LayerNorm).
-  function layerNorm(x, params, prefix, eps) {
-    const gamma = params[`${prefix}.gamma`].data;
-    const beta = params[`${prefix}.beta`].data;
-    const y = matrix(x.rows, x.cols);
-    for (let r = 0; r < x.rows; r++) {
-      const row = x.data.subarray(r * x.cols, (r + 1) * x.cols);
-      const mean = row.reduce((a, b) => a + b, 0) / x.cols;
-      const variance = row.reduce((a, b) => a + (b - mean) ** 2, 0) / x.cols;
-      const inverse = 1 / Math.sqrt(variance + eps);
-      for (let c = 0; c < x.cols; c++) {
-        y.data[r * x.cols + c] = gamma[c] * ((row[c] - mean) * inverse) + beta[c];
-      }
-    }
-    return y;
-  }
+  // matrix, linear (as nn.Linear), layerNorm (chapter 4: biased variance, eps inside the square
+  // root), appendRows, add and argmax are the encoder-decoder's own (transformer.js, loaded first).
+  const { matrix, linear, layerNorm, appendRows, add, argmax } = TransformerBook;
 
   // gpt.py's ACTIVATIONS: ReLU (2017) and GPT-2's GELU with the tanh approximation.
   const ACTIVATIONS = {
@@ -124,14 +91,6 @@ const PoetGPT = (() => {
     const act = ACTIVATIONS[model.meta.config.activation];
     for (let i = 0; i < hidden.data.length; i++) hidden.data[i] = act(hidden.data[i]);
     return linear(hidden, model.params, `${prefix}.contract`); // (seq, d_model)
-  }
-
-  function appendRows(top, bottom) {
-    if (!top) return bottom;
-    const both = matrix(top.rows + bottom.rows, top.cols);
-    both.data.set(top.data);
-    both.data.set(bottom.data, top.data.length);
-    return both;
   }
 
   // Chapter 3's multi-head self-attention with chapter 6's causal mask and chapter 10's cache:
@@ -220,12 +179,6 @@ const PoetGPT = (() => {
     return { hidden: layerNorm(x, model.params, "final_norm", eps), attention };
   }
 
-  function add(a, b) {
-    const sum = matrix(a.rows, a.cols);
-    for (let i = 0; i < sum.data.length; i++) sum.data[i] = a.data[i] + b.data[i];
-    return sum;
-  }
-
   // The tied output layer: the hidden state times every token's embedding. (vocab,)
   function logitsAt(model, hidden, row) {
     const { d_model, vocab_size } = model.meta.config;
@@ -252,12 +205,6 @@ const PoetGPT = (() => {
       t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
       return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     };
-  }
-
-  function argmax(values) {
-    let best = 0;
-    for (let i = 1; i < values.length; i++) if (values[i] > values[best]) best = i;
-    return best;
   }
 
   function softmax(logits) {

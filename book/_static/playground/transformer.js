@@ -154,6 +154,7 @@ const TransformerBook = (() => {
   }
 
   function appendRows(top, bottom) {
+    if (!top) return bottom; // an empty cache
     const both = matrix(top.rows + bottom.rows, top.cols);
     both.data.set(top.data);
     both.data.set(bottom.data, top.data.length);
@@ -464,6 +465,7 @@ const TransformerBook = (() => {
   }
 
   return {
+    matrix, appendRows, add, argmax, // the pieces chapter 15's GPT (gpt.js) uses too
     loadModel, sinusoidalTable, embed, linear, attendOneHead, multiHeadAttention, layerNorm,
     feedForward, encode, decode, generator, greedyDecode, beamSearch, inspect, splitText,
     encodeText, decodeTokens, maxNewTokens,
