@@ -156,6 +156,16 @@ def export_model(
             f"{name}.bin would be {len(data):,} bytes; "
             f"the playground's limit is {MAX_BYTES:,}"
         )
+    return write_files(out_dir, name, meta, entries, data)
+
+
+def write_files(
+    out_dir: Path, name: str, meta: dict, entries: list, data: bytes, *,
+    weights_note: dict | None = None, compact: bool = False,
+) -> tuple[Path, Path]:
+    """Write ``name.bin`` (``data``) and ``name.json`` (``meta``, the file's size and
+    sha256 with ``weights_note``, the tensor ``entries``); return their paths.
+    ``compact`` writes the JSON without indentation (for a file the page downloads)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     bin_path, json_path = out_dir / f"{name}.bin", out_dir / f"{name}.json"
     bin_path.write_bytes(data)
@@ -167,11 +177,13 @@ def export_model(
             "file": bin_path.name,
             "bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
+            **(weights_note or {}),
         },
         "tensors": entries,
     }
+    layout = {"separators": (",", ":")} if compact else {"indent": 1}
     json_path.write_text(
-        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(document, ensure_ascii=False, **layout) + "\n", encoding="utf-8"
     )
     return json_path, bin_path
 
@@ -240,26 +252,8 @@ def export_quantized(
         raise ValueError(
             f"{name}.bin would be {len(data):,} bytes; the limit is {max_bytes:,}"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    bin_path, json_path = out_dir / f"{name}.bin", out_dir / f"{name}.json"
-    bin_path.write_bytes(data)
-    document = {
-        "format": FORMAT,
-        "name": name,
-        **meta,
-        "weights": {
-            "file": bin_path.name,
-            "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "quantized": "int8 rows",
-        },
-        "tensors": entries,
-    }
-    json_path.write_text(  # compact: the page downloads it
-        json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n",
-        encoding="utf-8",
-    )
-    return json_path, bin_path
+    return write_files(out_dir, name, meta, entries, data,
+                       weights_note={"quantized": "int8 rows"}, compact=True)
 
 
 def read_state(meta: dict, data: bytes) -> dict:
