@@ -87,3 +87,19 @@ def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
         ),
     )
     return context, tab, outside, errors
+
+
+def script_tab(browser, directory, scripts: tuple[str, ...], *,
+               console_types: tuple[str, ...] = ("error", "warning"), **options):
+    """A local-only tab (``local_only_tab``) on a blank page of ``directory``, served on
+    127.0.0.1, that loads ``scripts`` (paths under it, e.g. ``playground/transformer.js``)
+    in order: a harness to call the playground's JavaScript from a test."""
+    base = serve(str(directory))
+    context, tab, outside, errors = local_only_tab(browser, console_types=console_types, **options)
+    body = '<!doctype html><meta charset="utf-8">' + "".join(
+        f'<script src="{script}"></script>' for script in scripts
+    )
+    context.route(f"{base}/harness.html",
+                  lambda route: route.fulfill(content_type="text/html", body=body))
+    tab.goto(f"{base}/harness.html")
+    return context, tab, outside, errors

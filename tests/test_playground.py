@@ -21,7 +21,7 @@ from pathlib import Path
 import export_playground
 import pytest
 import torch
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, script_tab, serve
 
 from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.masking import subsequent_mask
@@ -73,16 +73,9 @@ def run_in_browser(
     browser, directory: Path, json_name: str, inputs: list[str]
 ) -> list[dict]:
     """Load playground/transformer.js and a model from ``directory``; decode inputs."""
-    base = serve(str(directory))
-    context, tab, outside, errors = local_only_tab(browser, console_types=WARNINGS_TOO)
-    context.route(
-        f"{base}/harness.html",
-        lambda route: route.fulfill(
-            content_type="text/html",
-            body='<!doctype html><script src="playground/transformer.js"></script>',
-        ),
+    context, tab, outside, errors = script_tab(
+        browser, directory, ("playground/transformer.js",), console_types=WARNINGS_TOO
     )
-    tab.goto(f"{base}/harness.html")
     results = tab.evaluate(
         RUN_JS, {"jsonUrl": f"playground/{json_name}", "inputs": inputs}
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 import export_poet_playground as exporter
 import pytest
 import torch
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, script_tab, serve
 
 from transformer_book.poet import VERSE
 
@@ -129,8 +129,7 @@ TOLERANCE = 1e-4  # JavaScript (float64) against PyTorch's float32 model, same w
 TOLERANCE_FLOAT64 = 1e-9  # against the same model computed in float64
 WARNINGS_TOO = ("error", "warning")  # the poem page logs neither
 
-HARNESS = ('<!doctype html><meta charset="utf-8"><script src="playground/transformer.js"></script>'
-           '<script src="playground/gpt.js"></script>')  # gpt.js uses transformer.js's pieces
+HARNESS_SCRIPTS = ("playground/transformer.js", "playground/gpt.js")  # gpt.js uses its pieces
 
 RUN_JS = """async ({prompts}) => {
   const base64 = (values) => {  // a Float64Array as base64 (fast to pass back)
@@ -171,17 +170,9 @@ RUN_JS = """async ({prompts}) => {
 
 
 def harness_tab(browser, directory: Path = STATIC, **options):
-    """A local-only tab on a page that loads playground/gpt.js from ``directory``."""
-    base = serve(str(directory))
-    context, tab, outside, errors = local_only_tab(
-        browser, console_types=WARNINGS_TOO, **options
-    )
-    context.route(
-        f"{base}/poet-harness.html",
-        lambda route: route.fulfill(content_type="text/html", body=HARNESS),
-    )
-    tab.goto(f"{base}/poet-harness.html")
-    return context, tab, outside, errors
+    """A local-only tab on a page that loads playground/gpt.js (and transformer.js, whose
+    pieces it uses) from ``directory``."""
+    return script_tab(browser, directory, HARNESS_SCRIPTS, console_types=WARNINGS_TOO, **options)
 
 
 @pytest.fixture(scope="module")

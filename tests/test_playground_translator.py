@@ -21,7 +21,7 @@ from pathlib import Path
 import export_playground
 import pytest
 import torch
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, script_tab, serve
 
 from transformer_book.tatoeba import tatoeba_split
 from transformer_book.translation import Translator, corpus_scores, pretrained_translator
@@ -208,18 +208,7 @@ RUN_TOKENIZER = """async ({jsonUrl, inputs}) => {
 
 
 def tokenizer_tab(browser):
-    base = serve(str(STATIC))
-    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
-    context.route(
-        f"{base}/tokenizer.html",
-        lambda route: route.fulfill(
-            content_type="text/html",
-            body='<!doctype html><meta charset="utf-8">'
-            '<script src="playground/tokenizer.js"></script>',
-        ),
-    )
-    tab.goto(f"{base}/tokenizer.html")
-    return context, tab, outside, errors
+    return script_tab(browser, STATIC, ("playground/tokenizer.js",))
 
 
 def test_javascript_token_ids_equal_pythons(browser, shipped, test_set):
@@ -330,19 +319,7 @@ RUN_TRANSLATOR = """async ({inputs, timed, repeats}) => {
 
 
 def translator_tab(browser):
-    base = serve(str(STATIC))
-    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
-    context.route(
-        f"{base}/translator.html",
-        lambda route: route.fulfill(
-            content_type="text/html",
-            body='<!doctype html><meta charset="utf-8">'
-            '<script src="playground/tokenizer.js"></script>'
-            '<script src="playground/transformer.js"></script>',
-        ),
-    )
-    tab.goto(f"{base}/translator.html")
-    return context, tab, outside, errors
+    return script_tab(browser, STATIC, ("playground/tokenizer.js", "playground/transformer.js"))
 
 
 @torch.no_grad()

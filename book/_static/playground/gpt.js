@@ -33,36 +33,12 @@ const PoetGPT = (() => {
     return values;
   }
 
-  // Reads the response body chunk by chunk, so that the page can show the progress.
-  async function download(url, expected, onProgress) {
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-    if (!response.body || !onProgress) return response.arrayBuffer();
-    const reader = response.body.getReader();
-    const bytes = new Uint8Array(expected);
-    let received = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (received + value.length > expected) throw new Error(`${url}: over ${expected} bytes`);
-      bytes.set(value, received);
-      received += value.length;
-      onProgress(received, expected);
-    }
-    return bytes.buffer.slice(0, received);
-  }
-
   // {meta, params, ids}: params[name] = {shape, data: Float32Array}; ids: character -> id.
   async function loadPoet(jsonUrl, onProgress = null) {
     const url = new URL(jsonUrl, document.baseURI);
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-    const meta = await response.json();
+    const meta = await (await TransformerBook.fetchOk(url)).json();
     const { file, bytes } = meta.weights;
-    const buffer = await download(new URL(file, url), bytes, onProgress);
-    if (buffer.byteLength !== bytes) {
-      throw new Error(`${file}: ${buffer.byteLength} bytes, expected ${bytes}`);
-    }
+    const buffer = await TransformerBook.fetchBytes(new URL(file, url), bytes, onProgress); // (transformer.js)
     const values = halves(buffer);
     const params = {};
     for (const { name, shape, offset } of meta.tensors) {

@@ -180,41 +180,9 @@
   function drawAttention({ rows, title }, text) {
     const container = element("pg-attention");
     const size = Math.max(140, Math.min(340, container.clientWidth - 110));
-    const spec = {
-      title,
-      data: { values: rows },
-      mark: "rect",
-      encoding: {
-        x: {
-          field: "key",
-          type: "nominal",
-          sort: { field: "k", op: "min" },
-          title: "key (attended to)",
-          axis: { labelOverlap: "greedy" },
-        },
-        y: {
-          field: "query",
-          type: "nominal",
-          sort: { field: "q", op: "min" },
-          title: "query (attending)",
-          axis: { labelOverlap: "greedy" },
-        },
-        color: {
-          field: "w",
-          type: "quantitative",
-          title: "weight (%)",
-          scale: { scheme: "viridis", domain: [0, 100] },
-        },
-        tooltip: [
-          { field: "query", type: "nominal" },
-          { field: "key", type: "nominal" },
-          { field: "w", type: "quantitative", title: "weight (%)", format: ".1f" },
-        ],
-      },
-      width: size,
-      height: size,
-      config: { legend: { orient: "bottom", gradientLength: Math.min(size, 200) } },
-    };
+    const spec = AttentionMap.spec(rows, {
+      title, size, keyTitle: "key (attended to)", queryTitle: "query (attending)",
+    });
     const drawing = ++pending;
     vegaEmbed(container, spec, { mode: "vega-lite", actions: false, renderer: "svg" })
       .then((result) => {

@@ -180,34 +180,14 @@
     }
     const container = element("poet-attention");
     const size = Math.max(160, Math.min(420, container.clientWidth - 100));
-    const spec = {
+    const spec = AttentionMap.spec(rows, {
       title: `layer ${layer}, head ${head}`,
       description: `Attention weights of layer ${layer}, head ${head} over the written poem`,
-      data: { values: rows },
-      mark: "rect",
-      encoding: {
-        x: {
-          field: "key", type: "nominal", sort: { field: "k", op: "min" },
-          title: "key (read)", axis: { labelOverlap: "greedy", labelAngle: -90 },
-        },
-        y: {
-          field: "query", type: "nominal", sort: { field: "q", op: "min" },
-          title: "query (writing the next character)", axis: { labelOverlap: "greedy" },
-        },
-        color: {
-          field: "w", type: "quantitative", title: "weight (%)",
-          scale: { scheme: "viridis", domain: [0, 100] },
-        },
-        tooltip: [
-          { field: "query", type: "nominal" },
-          { field: "key", type: "nominal" },
-          { field: "w", type: "quantitative", title: "weight (%)", format: ".1f" },
-        ],
-      },
-      width: size,
-      height: size,
-      config: { legend: { orient: "bottom", gradientLength: Math.min(size, 200) } },
-    };
+      size,
+      keyTitle: "key (read)",
+      queryTitle: "query (writing the next character)",
+      verticalKeys: true,
+    });
     const key = `${last.join(",")}|${layer}|${head}`;
     vegaEmbed(container, spec, { mode: "vega-lite", actions: false, renderer: "svg" })
       .then((result) => {

@@ -19,19 +19,9 @@ const TransformerBook = (() => {
   // --- Loading the exported weights ------------------------------------------------------------
   // onProgress(bytesLoaded, bytesTotal), if given, is called as the weights arrive.
   async function loadModel(jsonUrl, onProgress = null) {
-    const fetchOk = async (url) => {
-      const response = await fetch(url);
-      if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-      return response;
-    };
     const meta = await (await fetchOk(jsonUrl)).json();
-    const response = await fetchOk(new URL(meta.weights.file, new URL(jsonUrl, document.baseURI)));
-    const buffer = await readAll(response, meta.weights.bytes, onProgress);
-    if (buffer.byteLength !== meta.weights.bytes) {
-      throw new Error(
-        `${meta.weights.file}: ${buffer.byteLength} bytes, expected ${meta.weights.bytes}`,
-      );
-    }
+    const weightsUrl = new URL(meta.weights.file, new URL(jsonUrl, document.baseURI));
+    const buffer = await fetchBytes(weightsUrl, meta.weights.bytes, onProgress);
     const params = {};
     for (const { name, shape, offset, dtype = "float32", scales } of meta.tensors) {
       const size = shape.reduce((a, b) => a * b, 1);
@@ -51,6 +41,21 @@ const TransformerBook = (() => {
     const model = { meta, params, positions: sinusoidalTable(Math.min(max_len, 512), d_model) };
     if (meta.tokenizer) model.tokenizer = TransformerBookTokenizer.fromMeta(meta); // tokenizer.js
     return model;
+  }
+
+  async function fetchOk(url) {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+    return response;
+  }
+
+  // The file at `url`, which must hold `expected` bytes; onProgress as for loadModel.
+  async function fetchBytes(url, expected, onProgress = null) {
+    const buffer = await readAll(await fetchOk(url), expected, onProgress);
+    if (buffer.byteLength !== expected) {
+      throw new Error(`${url}: ${buffer.byteLength} bytes, expected ${expected}`);
+    }
+    return buffer;
   }
 
   // The response's bytes, reporting progress as they arrive.
@@ -465,7 +470,7 @@ const TransformerBook = (() => {
   }
 
   return {
-    matrix, appendRows, add, argmax, // the pieces chapter 15's GPT (gpt.js) uses too
+    matrix, appendRows, add, argmax, fetchOk, fetchBytes, // pieces gpt.js uses too
     loadModel, sinusoidalTable, embed, linear, attendOneHead, multiHeadAttention, layerNorm,
     feedForward, encode, decode, generator, greedyDecode, beamSearch, inspect, splitText,
     encodeText, decodeTokens, maxNewTokens,
