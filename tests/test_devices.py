@@ -78,12 +78,15 @@ def sanitizers() -> list[tuple[re.Pattern, str]]:
 
 def compared_text(cell, rules) -> str:
     """What a cell printed (stdout) and returned (text/plain), sanitized."""
+    def joined(text):  # nbformat gives a str, the notebook file's JSON a list of lines
+        return "".join(text) if isinstance(text, list) else text
+
     parts = []
     for output in cell.get("outputs", []):
         if output["output_type"] == "stream" and output["name"] == "stdout":
-            parts.append(output["text"])
+            parts.append(joined(output["text"]))
         elif output["output_type"] == "execute_result":
-            parts.append(output["data"].get("text/plain", ""))
+            parts.append(joined(output["data"].get("text/plain", "")))
     text = "".join(parts)
     for regex, replace in rules:
         text = regex.sub(replace, text)

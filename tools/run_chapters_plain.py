@@ -27,25 +27,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from test_devices import IGNORED_TAGS, first_difference, first_line, sanitizers  # noqa: E402
-
-
-def _joined(text) -> str:
-    return "".join(text) if isinstance(text, list) else text
-
-
-def compared_text(cell, rules) -> str:
-    """What a stored cell printed (stdout) and returned (text/plain), sanitized."""
-    parts = []
-    for output in cell.get("outputs", []):
-        if output["output_type"] == "stream" and output["name"] == "stdout":
-            parts.append(_joined(output["text"]))
-        elif output["output_type"] == "execute_result":
-            parts.append(_joined(output["data"].get("text/plain", "")))
-    text = "".join(parts)
-    for regex, replace in rules:
-        text = regex.sub(replace, text)
-    return text
+from test_devices import (  # noqa: E402
+    IGNORED_TAGS, compared_text, first_difference, first_line, sanitizers,
+)
 
 
 def run_cell(source: str, namespace: dict) -> str:
