@@ -89,15 +89,19 @@ def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
     return context, tab, outside, errors
 
 
-def script_tab(browser, directory, scripts: tuple[str, ...], *,
+def script_tab(browser, directory, modules: dict[str, str], *,
                console_types: tuple[str, ...] = ("error", "warning"), **options):
     """A local-only tab (``local_only_tab``) on a blank page of ``directory``, served on
-    127.0.0.1, that loads ``scripts`` (paths under it, e.g. ``playground/transformer.js``)
-    in order: a harness to call the playground's JavaScript from a test."""
+    127.0.0.1, that imports ``modules`` (global name: path under it, e.g. ``{"TransformerBook":
+    "playground/transformer.js"}``): each module's exports as one window-level object, a
+    harness to call the playground's JavaScript (ES modules) from a test."""
     base = serve(str(directory))
     context, tab, outside, errors = local_only_tab(browser, console_types=console_types, **options)
-    body = '<!doctype html><meta charset="utf-8">' + "".join(
-        f'<script src="{script}"></script>' for script in scripts
+    imports = "".join(f'import * as {name} from "./{path}";' for name, path in modules.items())
+    exposed = ", ".join(modules)
+    body = (  # a module script runs before the load event that goto waits for
+        '<!doctype html><meta charset="utf-8"><script type="module">'
+        f"{imports} Object.assign(window, {{{exposed}}});</script>"
     )
     context.route(f"{base}/harness.html",
                   lambda route: route.fulfill(content_type="text/html", body=body))

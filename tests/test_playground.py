@@ -74,7 +74,8 @@ def run_in_browser(
 ) -> list[dict]:
     """Load playground/transformer.js and a model from ``directory``; decode inputs."""
     context, tab, outside, errors = script_tab(
-        browser, directory, ("playground/transformer.js",), console_types=WARNINGS_TOO
+        browser, directory, {"TransformerBook": "playground/transformer.js"},
+        console_types=WARNINGS_TOO,
     )
     results = tab.evaluate(
         RUN_JS, {"jsonUrl": f"playground/{json_name}", "inputs": inputs}
@@ -161,7 +162,8 @@ def export_random(directory: Path, name: str, config: dict, **fields) -> None:
     meta.update(end_id=2, max_new_tokens=11, examples=[], **fields)
     model = make_model(**config).eval()
     export_playground.export_model(model, meta, name, directory / "playground")
-    shutil.copy(PLAYGROUND / "transformer.js", directory / "playground")
+    for script in PLAYGROUND.glob("*.js"):  # transformer.js and the modules it imports
+        shutil.copy(script, directory / "playground")
 
 
 @pytest.fixture(scope="module")
@@ -527,6 +529,8 @@ def test_page_decodes_as_the_reader_types(browser, width):
     assert second[0] != first[0] and second[2] != first[2], "nothing changed"
     expected = tab.evaluate(
         """async ([task, text]) => {  // the same model, called directly
+      const TransformerBook = await import(new URL("../_static/playground/transformer.js",
+                                                 location.href));
       const url = new URL(`../_static/playground/${task}.json`, location.href).href;
       const model = await TransformerBook.loadModel(url);
       const ids = TransformerBook.encodeText(model, text).ids;

@@ -129,7 +129,7 @@ TOLERANCE = 1e-4  # JavaScript (float64) against PyTorch's float32 model, same w
 TOLERANCE_FLOAT64 = 1e-9  # against the same model computed in float64
 WARNINGS_TOO = ("error", "warning")  # the poem page logs neither
 
-HARNESS_SCRIPTS = ("playground/transformer.js", "playground/gpt.js")  # gpt.js uses its pieces
+HARNESS_MODULES = {"PoetGPT": "playground/gpt.js"}  # which imports core.js
 
 RUN_JS = """async ({prompts}) => {
   const base64 = (values) => {  // a Float64Array as base64 (fast to pass back)
@@ -170,9 +170,9 @@ RUN_JS = """async ({prompts}) => {
 
 
 def harness_tab(browser, directory: Path = STATIC, **options):
-    """A local-only tab on a page that loads playground/gpt.js (and transformer.js, whose
-    pieces it uses) from ``directory``."""
-    return script_tab(browser, directory, HARNESS_SCRIPTS, console_types=WARNINGS_TOO, **options)
+    """A local-only tab on a page that loads playground/gpt.js (and core.js, whose pieces it
+    uses) from ``directory``."""
+    return script_tab(browser, directory, HARNESS_MODULES, console_types=WARNINGS_TOO, **options)
 
 
 @pytest.fixture(scope="module")
@@ -448,6 +448,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     print(f"\n{width} px: {tab.locator('#poet-timing').inner_text()}")
     same = tab.evaluate(
         """async (poem) => {  // the page's poem is gpt.js's, with the page's settings
+      const PoetGPT = await import(new URL("../_static/playground/gpt.js", location.href));
       const model = await PoetGPT.loadPoet(new URL("../_static/playground/poet.json",
                                                    location.href).href);
       return PoetGPT.write(model, "春花秋月", {acrostic: true, temperature: 0.8, topP: 0.9,
@@ -547,8 +548,8 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")
     served = tmp_path / "served"
     exporter.export(served / "playground", weights_dir)
-    for script in ("transformer.js", "gpt.js"):
-        shutil.copy(PLAYGROUND / script, served / "playground")
+    for script in PLAYGROUND.glob("*.js"):  # gpt.js and the modules it imports
+        shutil.copy(script, served / "playground")
     poet, meta = exporter.load_poet(served / "playground" / "poet.json")
     context, tab, outside, errors = harness_tab(browser, served)
     run = tab.evaluate(RUN_JS, {"prompts": meta["parity_prompts"] + meta["examples"]})

@@ -208,7 +208,7 @@ RUN_TOKENIZER = """async ({jsonUrl, inputs}) => {
 
 
 def tokenizer_tab(browser):
-    return script_tab(browser, STATIC, ("playground/tokenizer.js",))
+    return script_tab(browser, STATIC, {"TransformerBookTokenizer": "playground/tokenizer.js"})
 
 
 def test_javascript_token_ids_equal_pythons(browser, shipped, test_set):
@@ -319,7 +319,7 @@ RUN_TRANSLATOR = """async ({inputs, timed, repeats}) => {
 
 
 def translator_tab(browser):
-    return script_tab(browser, STATIC, ("playground/tokenizer.js", "playground/transformer.js"))
+    return script_tab(browser, STATIC, {"TransformerBook": "playground/transformer.js"})
 
 
 @torch.no_grad()

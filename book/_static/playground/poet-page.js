@@ -1,231 +1,213 @@
 // The poem page (book/playground_poems.md): loads the poet when the reader asks, writes a poem
 // with gpt.js one character at a time, and draws the attention map of the layer and head chosen
-// over the written poem (with the Vega-Lite and Vega-Embed the book vendors).
-"use strict";
+// over the written poem (page.js draws it).
+import * as PoetGPT from "./gpt.js";
+import { drawAttentionMap, element, here, megabytes, numberOptions, say as sayIn } from "./page.js";
 
-(() => {
-  const here = new URL(".", document.currentScript.src); // .../_static/playground/
-  const DELAY_MS = 40; // between two characters on the screen (the model is faster)
-  const element = (id) => document.getElementById(id);
-  let model = null;
-  let loading = null;
-  let writing = 0; // the number of the latest poem: an older one stops when a new one starts
-  let last = null; // the latest finished poem's ids, for the attention controls
-  let view = null;
+const DELAY_MS = 40; // between two characters on the screen (the model is faster)
+let model = null;
+let loading = null;
+let writing = 0; // the number of the latest poem: an older one stops when a new one starts
+let last = null; // the latest finished poem's ids, for the attention controls
 
-  function say(text) {
-    const message = element("poet-message");
-    message.textContent = text;
-    message.hidden = !text;
-  }
+const say = (text) => sayIn("poet-message", text);
 
-  const megabytes = (bytes) => (bytes / 1e6).toFixed(1);
-
-  async function load() {
-    if (loading) return loading;
-    const button = element("poet-load");
-    const progress = element("poet-progress");
-    const status = element("poet-status");
-    button.disabled = true;
-    progress.hidden = false;
-    status.textContent = "loading…";
-    loading = PoetGPT.loadPoet(new URL("poet.json", here).href, (received, total) => {
-      progress.value = received / total;
-      status.textContent = `${megabytes(received)} of ${megabytes(total)} MB`;
+async function load() {
+  if (loading) return loading;
+  const button = element("poet-load");
+  const progress = element("poet-progress");
+  const status = element("poet-status");
+  button.disabled = true;
+  progress.hidden = false;
+  status.textContent = "loading…";
+  loading = PoetGPT.loadPoet(new URL("poet.json", here).href, (received, total) => {
+    progress.value = received / total;
+    status.textContent = `${megabytes(received)} of ${megabytes(total)}`;
+  })
+    .then((loaded) => {
+      model = loaded;
+      const { bytes } = loaded.meta.weights;
+      const characters = (loaded.meta.tokens.length - 3).toLocaleString("en");
+      status.textContent =
+        `loaded: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
+      progress.hidden = true;
+      describe(loaded.meta);
+      fillControls(loaded.meta);
+      element("poet-form").hidden = false;
+      return loaded;
     })
-      .then((loaded) => {
-        model = loaded;
-        const { bytes } = loaded.meta.weights;
-        const characters = (loaded.meta.tokens.length - 3).toLocaleString("en");
-        status.textContent =
-          `loaded: ${megabytes(bytes)} MB of float16 weights, ${characters} characters`;
-        progress.hidden = true;
-        describe(loaded.meta);
-        fillControls(loaded.meta);
-        element("poet-form").hidden = false;
-        return loaded;
-      })
-      .catch((error) => {
-        loading = null;
-        button.disabled = false;
-        progress.hidden = true;
-        status.textContent = "";
-        say(`could not load the poet (${error.message}); serve the book over http`);
-      });
-    return loading;
-  }
+    .catch((error) => {
+      loading = null;
+      button.disabled = false;
+      progress.hidden = true;
+      status.textContent = "";
+      say(`could not load the poet (${error.message}); serve the book over http`);
+    });
+  return loading;
+}
 
-  function describe(meta) {
-    const { steps, batch_size, held_out_perplexity } = meta.training;
-    element("poet-about").textContent =
-      `This poet was trained for ${steps} steps of ${batch_size} poems ` +
-      `(${meta.config.layers} layers, d_model ${meta.config.d_model}, ` +
-      `${meta.config.heads} heads); its held-out perplexity is ${held_out_perplexity.toFixed(1)}.`;
-  }
+function describe(meta) {
+  const { steps, batch_size, held_out_perplexity } = meta.training;
+  element("poet-about").textContent =
+    `This poet was trained for ${steps} steps of ${batch_size} poems ` +
+    `(${meta.config.layers} layers, d_model ${meta.config.d_model}, ` +
+    `${meta.config.heads} heads); its held-out perplexity is ${held_out_perplexity.toFixed(1)}.`;
+}
 
-  function fillControls(meta) {
-    const options = (count) =>
-      Array.from({ length: count }, (_, i) => `<option value="${i}">${i}</option>`).join("");
-    element("poet-layer").innerHTML = options(meta.config.layers);
-    element("poet-head").innerHTML = options(meta.config.heads);
-    element("poet-layer").value = String(meta.config.layers - 1);
-    element("poet-examples").innerHTML = meta.examples
-      .map(
-        ({ prompt, acrostic }) =>
-          `<button type="button" class="poet-example" data-acrostic="${acrostic}">` +
-          `${prompt}</button>`,
-      )
-      .join(" ");
-  }
+function fillControls(meta) {
+  element("poet-layer").innerHTML = numberOptions(meta.config.layers);
+  element("poet-head").innerHTML = numberOptions(meta.config.heads);
+  element("poet-layer").value = String(meta.config.layers - 1);
+  element("poet-examples").innerHTML = meta.examples
+    .map(
+      ({ prompt, acrostic }) =>
+        `<button type="button" class="poet-example" data-acrostic="${acrostic}">` +
+        `${prompt}</button>`,
+    )
+    .join(" ");
+}
 
-  function settings() {
-    const number = (id) => Number(element(id).value);
-    return {
-      prompt: element("poet-prompt").value,
-      acrostic: element("poet-acrostic").checked,
-      temperature: number("poet-temperature"),
-      topP: number("poet-top-p"),
-      seed: Math.trunc(number("poet-seed")),
-    };
-  }
+function settings() {
+  const number = (id) => Number(element(id).value);
+  return {
+    prompt: element("poet-prompt").value,
+    acrostic: element("poet-acrostic").checked,
+    temperature: number("poet-temperature"),
+    topP: number("poet-top-p"),
+    seed: Math.trunc(number("poet-seed")),
+  };
+}
 
-  // What the reader set, checked: a message naming the problem, or null.
-  function problem(chosen) {
-    const { temperature, topP, seed } = chosen;
-    if (!(temperature >= 0 && temperature <= 2)) return "The temperature goes from 0 to 2.";
-    if (!(topP > 0 && topP <= 1)) return "top-p is more than 0 and at most 1.";
-    if (!(Number.isInteger(seed) && seed >= 0)) return "The seed is a whole number, 0 or more.";
-    return PoetGPT.checkPrompt(model, chosen.prompt, chosen.acrostic).error ?? null;
-  }
+// What the reader set, checked: a message naming the problem, or null.
+function problem(chosen) {
+  const { temperature, topP, seed } = chosen;
+  if (!(temperature >= 0 && temperature <= 2)) return "The temperature goes from 0 to 2.";
+  if (!(topP > 0 && topP <= 1)) return "top-p is more than 0 and at most 1.";
+  if (!(Number.isInteger(seed) && seed >= 0)) return "The seed is a whole number, 0 or more.";
+  return PoetGPT.checkPrompt(model, chosen.prompt, chosen.acrostic).error ?? null;
+}
 
-  // The poem as couplets: a line break after each 。 or ？.
-  const asLines = (text) => text.replace(/([。？])/g, "$1\n").trim();
+// The poem as couplets: a line break after each 。 or ？.
+const asLines = (text) => text.replace(/([。？])/g, "$1\n").trim();
 
-  function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
-    const args = [JSON.stringify(prompt.trim()), `temperature=${temperature}`, `top_p=${topP}`];
-    args.push(`seed=${seed}`);
-    if (acrostic) args.push("acrostic=True");
-    return `pretrained_poet().write(${args.join(", ")})`;
-  }
+function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
+  const args = [JSON.stringify(prompt.trim()), `temperature=${temperature}`, `top_p=${topP}`];
+  args.push(`seed=${seed}`);
+  if (acrostic) args.push("acrostic=True");
+  return `pretrained_poet().write(${args.join(", ")})`;
+}
 
-  async function write() {
-    await load();
-    if (!model) return;
-    const chosen = settings();
-    const wrong = problem(chosen);
-    const poem = element("poet-poem");
-    if (wrong) {
-      ++writing; // a poem being written stops
-      say(wrong);
-      element("poet-output").hidden = true;
-      poem.dataset.done = "";
-      return;
-    }
-    say("");
-    element("poet-output").hidden = false;
-    const number = ++writing;
+async function write() {
+  await load();
+  if (!model) return;
+  const chosen = settings();
+  const wrong = problem(chosen);
+  const poem = element("poet-poem");
+  if (wrong) {
+    ++writing; // a poem being written stops
+    say(wrong);
+    element("poet-output").hidden = true;
     poem.dataset.done = "";
-    poem.textContent = "";
-    element("poet-timing").textContent = "";
-    const steps = PoetGPT.writeSteps(model, chosen.prompt, chosen);
-    let computing = 0;
-    let written = 0;
-    let ids = null;
-    for (;;) {
-      const started = performance.now();
-      const { done, value } = steps.next();
-      computing += performance.now() - started;
-      if (done) {
-        ids = value;
-        break;
-      }
-      written++;
-      poem.textContent = asLines(PoetGPT.decode(model, value.ids));
-      await new Promise((resolve) => setTimeout(resolve, DELAY_MS));
-      if (number !== writing) return; // a newer poem has started
-    }
-    const text = PoetGPT.decode(model, ids);
-    poem.textContent = asLines(text);
-    poem.dataset.text = text;
-    poem.dataset.done = "1";
-    const rate = written / (computing / 1000);
-    element("poet-timing").textContent =
-      `${written} characters written in ${(computing / 1000).toFixed(2)} s of computing ` +
-      `(${rate.toFixed(0)} characters/s in this browser), shown one every ${DELAY_MS} ms.`;
-    element("poet-call").textContent = pythonCall(chosen);
-    element("poet-same").textContent =
-      chosen.temperature === 0
-        ? "At temperature 0 Python writes this very poem (greedy decoding)."
-        : "Python samples with PyTorch's random numbers, not this page's: " +
-          "the same seed there writes another poem.";
-    last = ids;
-    drawAttention();
+    return;
   }
-
-  // The attention map chosen, over the written poem: one pass without the cache.
-  function drawAttention() {
-    if (!last || !model) return;
-    const layer = Number(element("poet-layer").value);
-    const head = Number(element("poet-head").value);
-    const { attention } = PoetGPT.forward(model, last, null, 0, true);
-    const weights = attention[layer][head]; // (queries, keys)
-    const tokens = model.meta.tokens;
-    const labels = last.map((id, i) => `${i}: ${tokens[id]}`);
-    const rows = [];
-    for (let q = 0; q < weights.rows; q++) {
-      for (let k = 0; k <= q; k++) {
-        const w = Math.round(1000 * weights.data[q * weights.cols + k]) / 10;
-        rows.push({ q, k, query: labels[q], key: labels[k], w });
-      }
+  say("");
+  element("poet-output").hidden = false;
+  const number = ++writing;
+  poem.dataset.done = "";
+  poem.textContent = "";
+  element("poet-timing").textContent = "";
+  const steps = PoetGPT.writeSteps(model, chosen.prompt, chosen);
+  let computing = 0;
+  let written = 0;
+  let ids = null;
+  for (;;) {
+    const started = performance.now();
+    const { done, value } = steps.next();
+    computing += performance.now() - started;
+    if (done) {
+      ids = value;
+      break;
     }
-    const container = element("poet-attention");
-    const size = Math.max(160, Math.min(420, container.clientWidth - 100));
-    const spec = AttentionMap.spec(rows, {
-      title: `layer ${layer}, head ${head}`,
-      description: `Attention weights of layer ${layer}, head ${head} over the written poem`,
-      size,
-      keyTitle: "key (read)",
-      queryTitle: "query (writing the next character)",
-      verticalKeys: true,
-    });
-    const key = `${last.join(",")}|${layer}|${head}`;
-    vegaEmbed(container, spec, { mode: "vega-lite", actions: false, renderer: "svg" })
-      .then((result) => {
-        if (view) view.finalize();
-        view = result.view;
-        container.dataset.drawn = key;
-      })
-      .catch((error) => say(`could not draw the attention map: ${error.message}`));
+    written++;
+    poem.textContent = asLines(PoetGPT.decode(model, value.ids));
+    await new Promise((resolve) => setTimeout(resolve, DELAY_MS));
+    if (number !== writing) return; // a newer poem has started
   }
+  const text = PoetGPT.decode(model, ids);
+  poem.textContent = asLines(text);
+  poem.dataset.text = text;
+  poem.dataset.done = "1";
+  const rate = written / (computing / 1000);
+  element("poet-timing").textContent =
+    `${written} characters written in ${(computing / 1000).toFixed(2)} s of computing ` +
+    `(${rate.toFixed(0)} characters/s in this browser), shown one every ${DELAY_MS} ms.`;
+  element("poet-call").textContent = pythonCall(chosen);
+  element("poet-same").textContent =
+    chosen.temperature === 0
+      ? "At temperature 0 Python writes this very poem (greedy decoding)."
+      : "Python samples with PyTorch's random numbers, not this page's: " +
+        "the same seed there writes another poem.";
+  last = ids;
+  drawAttention();
+}
 
-  function start() {
-    element("poet-load").addEventListener("click", () => load().then(write));
-    element("poet-form").addEventListener("submit", (event) => {
-      event.preventDefault();
-      write();
-    });
-    element("poet-next-seed").addEventListener("click", () => {
-      element("poet-seed").value = String(Math.trunc(Number(element("poet-seed").value) || 0) + 1);
-      write();
-    });
-    element("poet-examples").addEventListener("click", (event) => {
-      const button = event.target.closest(".poet-example");
-      if (!button) return;
-      element("poet-prompt").value = button.textContent;
-      const acrostic = button.dataset.acrostic === "true";
-      element(acrostic ? "poet-acrostic" : "poet-continue").checked = true;
-      write();
-    });
-    for (const id of ["poet-layer", "poet-head"]) {
-      element(id).addEventListener("change", drawAttention);
+// The attention map chosen, over the written poem: one pass without the cache.
+function drawAttention() {
+  if (!last || !model) return;
+  const layer = Number(element("poet-layer").value);
+  const head = Number(element("poet-head").value);
+  const { attention } = PoetGPT.forward(model, last, null, 0, true);
+  const weights = attention[layer][head]; // (queries, keys)
+  const tokens = model.meta.tokens;
+  const labels = last.map((id, i) => `${i}: ${tokens[id]}`);
+  const rows = [];
+  for (let q = 0; q < weights.rows; q++) {
+    for (let k = 0; k <= q; k++) {
+      const w = Math.round(1000 * weights.data[q * weights.cols + k]) / 10;
+      rows.push({ q, k, query: labels[q], key: labels[k], w });
     }
-    let timer = null;
-    window.addEventListener("resize", () => {
-      clearTimeout(timer);
-      timer = setTimeout(drawAttention, 150);
-    });
   }
+  const container = element("poet-attention");
+  const size = Math.max(160, Math.min(420, container.clientWidth - 100));
+  const options = {
+    title: `layer ${layer}, head ${head}`,
+    description: `Attention weights of layer ${layer}, head ${head} over the written poem`,
+    size,
+    keyTitle: "key (read)",
+    queryTitle: "query (writing the next character)",
+    verticalKeys: true,
+  };
+  const key = `${last.join(",")}|${layer}|${head}`; // the browser test waits on it
+  drawAttentionMap(container, rows, options, () => ({ drawn: key }))
+    .catch((error) => say(`could not draw the attention map: ${error.message}`));
+}
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
-})();
+function start() {
+  element("poet-load").addEventListener("click", () => load().then(write));
+  element("poet-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    write();
+  });
+  element("poet-next-seed").addEventListener("click", () => {
+    element("poet-seed").value = String(Math.trunc(Number(element("poet-seed").value) || 0) + 1);
+    write();
+  });
+  element("poet-examples").addEventListener("click", (event) => {
+    const button = event.target.closest(".poet-example");
+    if (!button) return;
+    element("poet-prompt").value = button.textContent;
+    const acrostic = button.dataset.acrostic === "true";
+    element(acrostic ? "poet-acrostic" : "poet-continue").checked = true;
+    write();
+  });
+  for (const id of ["poet-layer", "poet-head"]) {
+    element(id).addEventListener("change", drawAttention);
+  }
+  let timer = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(timer);
+    timer = setTimeout(drawAttention, 150);
+  });
+}
+
+start(); // a module runs once the page is parsed

@@ -1,0 +1,321 @@
+// The pieces both playground models are built of, written once: the encoder-decoder of
+// transformer.js (dates, number words, the translator) and the GPT of gpt.js (the poet).
+//
+// Each function mirrors a piece of the companion package src/transformer_book/ and names the
+// chapter that explains it. A matrix is {rows, cols, data}: data is row-major, data[r * cols + c],
+// float64 (JavaScript numbers). Weights are params[name] = {shape, data: Float32Array}, named as
+// in the package's state_dict, so a layer is found by its prefix ("decoder.layers.0.self_attn").
+
+export function matrix(rows, cols) {
+  return { rows, cols, data: new Float64Array(rows * cols) };
+}
+
+export function add(a, b) {
+  const sum = matrix(a.rows, a.cols);
+  for (let i = 0; i < sum.data.length; i++) sum.data[i] = a.data[i] + b.data[i];
+  return sum;
+}
+
+export function appendRows(top, bottom) {
+  if (!top) return bottom; // an empty cache
+  const both = matrix(top.rows + bottom.rows, top.cols);
+  both.data.set(top.data);
+  both.data.set(bottom.data, top.data.length);
+  return both;
+}
+
+// Row r of x as a (1, cols) matrix.
+function rowOf(x, r) {
+  const one = matrix(1, x.cols);
+  one.data.set(x.data.subarray(r * x.cols, (r + 1) * x.cols));
+  return one;
+}
+
+export function argmax(values) {
+  let best = 0;
+  for (let i = 1; i < values.length; i++) if (values[i] > values[best]) best = i;
+  return best;
+}
+
+// --- Loading the exported weights ------------------------------------------------------------
+// tools/export_playground.py and tools/export_poet_playground.py write a binary file and a JSON
+// file: the configuration and each tensor's name, shape, offset and dtype (else the file's
+// weights.dtype, else float32). Returns {meta, params}; onProgress(bytesLoaded, bytesTotal), if
+// given, is called as the weights arrive.
+export async function loadWeights(jsonUrl, onProgress = null) {
+  const url = new URL(jsonUrl, document.baseURI);
+  const meta = await (await fetchOk(url)).json();
+  const { file, bytes, dtype = "float32" } = meta.weights;
+  const buffer = await fetchBytes(new URL(file, url), bytes, onProgress);
+  const params = {};
+  for (const tensor of meta.tensors) {
+    params[tensor.name] = { shape: tensor.shape, data: tensorData(buffer, tensor, dtype) };
+  }
+  return { meta, params };
+}
+
+// A tensor's values as float32, as the package loads them.
+function tensorData(buffer, { shape, offset, dtype, scales }, fileDtype) {
+  const size = shape.reduce((a, b) => a * b, 1);
+  switch (dtype ?? fileDtype) {
+    case "float32": // offsets count float32 values
+      return new Float32Array(buffer, 4 * offset, size);
+    case "float16": // offsets count float16 values; widened exactly, as pretrained_poet() does
+      return halves(new Uint16Array(buffer, 2 * offset, size));
+    case "int8": {
+      // 8 bits (offsets count bytes): row r is q * scale[r], rounded to float32 as PyTorch does.
+      const q = new Int8Array(buffer, offset, size);
+      const scale = new Float32Array(buffer, 4 * scales, shape[0]);
+      const data = new Float32Array(size);
+      const cols = size / shape[0];
+      for (let i = 0; i < size; i++) data[i] = q[i] * scale[Math.floor(i / cols)];
+      return data;
+    }
+    default:
+      throw new Error(`tensor dtype ${dtype ?? fileDtype} is not supported`);
+  }
+}
+
+// One float16 (1 sign bit, 5 exponent bits, 10 fraction bits) as a number, exactly.
+export function halfToNumber(bits) {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exponent = (bits >> 10) & 0x1f;
+  const fraction = bits & 0x3ff;
+  if (exponent === 0) return sign * fraction * 2 ** -24; // subnormal (and zero)
+  if (exponent === 0x1f) return fraction ? NaN : sign * Infinity;
+  return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+let halfTable = null; // all 65,536 float16 values, computed once
+function halves(bits) {
+  if (!halfTable) {
+    halfTable = new Float32Array(65536);
+    for (let b = 0; b < 65536; b++) halfTable[b] = halfToNumber(b);
+  }
+  const values = new Float32Array(bits.length); // bits: little-endian, as every browser's
+  for (let i = 0; i < bits.length; i++) values[i] = halfTable[bits[i]];
+  return values;
+}
+
+export async function fetchOk(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response;
+}
+
+// The file at `url`, which must hold `expected` bytes; onProgress as for loadWeights.
+export async function fetchBytes(url, expected, onProgress = null) {
+  const buffer = await readAll(await fetchOk(url), expected, onProgress);
+  if (buffer.byteLength !== expected) {
+    throw new Error(`${url}: ${buffer.byteLength} bytes, expected ${expected}`);
+  }
+  return buffer;
+}
+
+// The response's bytes, reporting progress as they arrive.
+async function readAll(response, expected, onProgress) {
+  if (!onProgress || !response.body) return response.arrayBuffer();
+  const reader = response.body.getReader();
+  const chunks = [];
+  let loaded = 0;
+  onProgress(0, expected);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    onProgress(loaded, expected);
+  }
+  const whole = new Uint8Array(loaded);
+  let at = 0;
+  for (const chunk of chunks) {
+    whole.set(chunk, at);
+    at += chunk.length;
+  }
+  return whole.buffer;
+}
+
+// --- Chapter 01_positional_encoding: token embeddings plus positions ---------------------------
+// The sinusoidal table of the paper (the encoder-decoder); the GPT learns its positions instead.
+export function sinusoidalTable(maxLen, dModel, base = 10000) {
+  const table = matrix(maxLen, dModel); // (max_len, d_model)
+  for (let pos = 0; pos < maxLen; pos++) {
+    for (let i = 0; i < dModel; i += 2) {
+      const angle = pos * Math.exp(i * (-Math.log(base) / dModel)); // pos * w_i
+      table.data[pos * dModel + i] = Math.fround(Math.sin(angle)); // even: sine (stored float32)
+      table.data[pos * dModel + i + 1] = Math.fround(Math.cos(angle)); // odd: cosine
+    }
+  }
+  return table;
+}
+
+// Row `pos` of x: lookup[token] * scale + positions[offset + pos]. The paper scales by
+// sqrt(d_model); GPT-2 does not (scale 1). `positions` (max_len, d_model) flat, or null: none.
+export function embed(lookup, tokens, dModel, { scale = 1, positions = null, offset = 0 } = {}) {
+  const x = matrix(tokens.length, dModel); // (seq, d_model)
+  tokens.forEach((token, pos) => {
+    for (let c = 0; c < dModel; c++) {
+      const position = positions ? positions[(offset + pos) * dModel + c] : 0;
+      x.data[pos * dModel + c] = lookup[token * dModel + c] * scale + position;
+    }
+  });
+  return x;
+}
+
+// --- Chapters 03, 05, 08: a linear layer, x W^T + b, as nn.Linear ------------------------------
+// `prefix`.weight (out, in) and, if there is one, `prefix`.bias (out,).
+export function linear(x, params, prefix) {
+  const weight = params[`${prefix}.weight`]; // (out, in)
+  const bias = params[`${prefix}.bias`];
+  const [out, inFeatures] = weight.shape;
+  const y = matrix(x.rows, out); // (rows, out)
+  const [xs, ws, ys] = [x.data, weight.data, y.data];
+  for (let r = 0; r < x.rows; r++) {
+    for (let o = 0; o < out; o++) {
+      let sum = bias ? bias.data[o] : 0;
+      for (let i = 0; i < inFeatures; i++) sum += xs[r * inFeatures + i] * ws[o * inFeatures + i];
+      ys[r * out + o] = sum;
+    }
+  }
+  return y;
+}
+
+// --- Chapter 08_linear_and_softmax: softmax and its logarithm ----------------------------------
+// e^(v - max) of values[0 .. length) into `into` (the max subtracted: no overflow); returns the
+// max and the sum of the exponentials.
+function exponentiate(values, length, into) {
+  let max = -Infinity;
+  for (let i = 0; i < length; i++) max = Math.max(max, values[i]);
+  let total = 0;
+  for (let i = 0; i < length; i++) total += into[i] = Math.exp(values[i] - max);
+  return { max, total };
+}
+
+// softmax over values[0 .. length), in place. Nothing allowed (every value -inf): zeros, not NaN.
+export function softmaxInPlace(values, length = values.length) {
+  const { max, total } = exponentiate(values, length, values);
+  if (max === -Infinity) values.fill(0, 0, length);
+  else for (let i = 0; i < length; i++) values[i] /= total;
+  return values;
+}
+
+// softmax(logits) as a new Float64Array.
+export const softmax = (logits) => softmaxInPlace(Float64Array.from(logits));
+
+// log_softmax: logits - log-sum-exp(logits).
+export function logSoftmax(logits) {
+  const { max, total } = exponentiate(logits, logits.length, new Float64Array(logits.length));
+  const logSum = max + Math.log(total);
+  return logits.map((value) => value - logSum);
+}
+
+// The output layer at one position (chapter 8): the scores over the vocabulary, (vocab,). A
+// tied output layer (the GPT) passes the token embedding's prefix: its lookup is the weight.
+export const outputScores = (params, prefix, hidden, row) =>
+  linear(rowOf(hidden, row), params, prefix).data;
+
+// --- Chapter 02_scaled_dot_product_attention, 03_multi_head_attention, 06_masking ----------------
+// softmax(Q K^T * scale) V for each head on columns [h * d_k, (h + 1) * d_k), the heads side by
+// side. `causal` (chapter 6's look-ahead mask), if not null, is the number of earlier positions
+// held in a cache: query q is position causal + q and sees keys 0 .. causal + q only. Returns the
+// merged heads (queries, d_model) and, with needWeights, each head's weights (queries, keys),
+// zero where masked.
+function attend(Q, K, V, heads, scale, causal, needWeights) {
+  const dModel = Q.cols;
+  const dK = dModel / heads;
+  const merged = matrix(Q.rows, dModel);
+  const weights = [];
+  const scores = new Float64Array(K.rows);
+  for (let h = 0; h < heads; h++) {
+    const first = h * dK;
+    const map = needWeights ? matrix(Q.rows, K.rows) : null;
+    for (let q = 0; q < Q.rows; q++) {
+      const visible = causal === null ? K.rows : causal + q + 1;
+      const qRow = q * dModel + first;
+      for (let k = 0; k < visible; k++) {
+        const kRow = k * dModel + first;
+        let score = 0;
+        for (let i = 0; i < dK; i++) score += Q.data[qRow + i] * K.data[kRow + i];
+        scores[k] = score * scale;
+      }
+      softmaxInPlace(scores, visible);
+      for (let k = 0; k < visible; k++) {
+        const w = scores[k];
+        if (map) map.data[q * K.rows + k] = w;
+        const vRow = k * dModel + first;
+        for (let i = 0; i < dK; i++) merged.data[qRow + i] += w * V.data[vRow + i];
+      }
+    }
+    if (map) weights.push(map);
+  }
+  return { merged, weights };
+}
+
+// Chapter 10's key/value cache of one attention layer, for decoding step by step: self-attention
+// appends the new positions' projected keys and values; a `fixed` one (cross-attention) is filled
+// once, from the encoder's output. A step appended replaces the matrices, never changes them, so
+// a shallow copy ({...cache}) is a cheap copy (beam search).
+export const newCache = (fixed = false) => ({ K: null, V: null, fixed });
+
+// Chapter 03's multi-head attention on learned projections (`prefix`.query_proj, key_proj,
+// value_proj, output_proj). Queries from `query`, keys and values from `keyValue` (the same
+// matrix for self-attention). Options: heads; scale (default 1 / sqrt(d_k)); causal, as attend's;
+// cache (newCache); needWeights. Returns {output (queries, d_model), weights: [head]}.
+export function multiHeadAttention(params, prefix, query, keyValue, options) {
+  const { heads, scale = null, causal = null, cache = null, needWeights = true } = options;
+  const dK = query.cols / heads;
+  const Q = linear(query, params, `${prefix}.query_proj`); // (queries, d_model)
+  let K, V;
+  if (cache && cache.fixed && cache.K) {
+    ({ K, V } = cache); // projected once
+  } else {
+    K = linear(keyValue, params, `${prefix}.key_proj`); // (keys, d_model)
+    V = linear(keyValue, params, `${prefix}.value_proj`);
+    if (cache) {
+      [K, V] = [appendRows(cache.K, K), appendRows(cache.V, V)]; // the earlier steps' first
+      Object.assign(cache, { K, V });
+    }
+  }
+  const scaleBy = scale ?? 1 / Math.sqrt(dK);
+  const { merged, weights } = attend(Q, K, V, heads, scaleBy, causal, needWeights);
+  return { output: linear(merged, params, `${prefix}.output_proj`), weights }; // W^O
+}
+
+// --- Chapter 04_add_and_norm: layer norm and the residual sublayer connection ------------------
+// gamma * (x - mean) / sqrt(variance + eps) + beta, row by row (biased variance, as PyTorch).
+export function layerNorm(x, params, prefix, eps = 1e-5) {
+  const gamma = params[`${prefix}.gamma`].data;
+  const beta = params[`${prefix}.beta`].data;
+  const y = matrix(x.rows, x.cols);
+  for (let r = 0; r < x.rows; r++) {
+    const row = x.data.subarray(r * x.cols, (r + 1) * x.cols);
+    const mean = row.reduce((a, b) => a + b, 0) / x.cols;
+    const variance = row.reduce((a, b) => a + (b - mean) ** 2, 0) / x.cols;
+    for (let c = 0; c < x.cols; c++) {
+      y.data[r * x.cols + c] = gamma[c] * ((row[c] - mean) / Math.sqrt(variance + eps)) + beta[c];
+    }
+  }
+  return y;
+}
+
+// post-norm (the paper): LayerNorm(x + sublayer(x)); pre-norm (GPT-2): x + sublayer(LayerNorm(x)).
+// The norm is `prefix`.norm.
+export function sublayerConnection(params, prefix, x, sublayer, { normFirst = false, eps } = {}) {
+  const norm = (y) => layerNorm(y, params, `${prefix}.norm`, eps);
+  return normFirst ? add(x, sublayer(norm(x))) : norm(add(x, sublayer(x)));
+}
+
+// --- Chapter 05_feed_forward: act(x W1 + b1) W2 + b2, position by position ----------------------
+// gpt.py's ACTIVATIONS: ReLU (the paper, the encoder-decoder) and GPT-2's GELU, tanh approximation.
+export const ACTIVATIONS = {
+  relu: (x) => Math.max(0, x),
+  gelu_tanh: (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3))),
+};
+
+export function feedForward(params, prefix, x, activation = "relu") {
+  const act = ACTIVATIONS[activation];
+  if (!act) throw new Error(`activation ${activation} is not supported`);
+  const hidden = linear(x, params, `${prefix}.expand`); // (seq, d_ff)
+  for (let i = 0; i < hidden.data.length; i++) hidden.data[i] = act(hidden.data[i]);
+  return linear(hidden, params, `${prefix}.contract`); // (seq, d_model)
+}
