@@ -41,7 +41,7 @@ def chromium_path() -> str:
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
+    def log_message(self, format, *args):
         pass
 
 

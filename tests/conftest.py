@@ -8,12 +8,12 @@ sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 # One PyTorch thread per test process, as scripts/test.sh sets it, also when pytest is run by hand:
 # the tensors are small and extra threads only contend with other jobs on a shared CPU.
-import os  # noqa: E402
+import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="module")

@@ -348,9 +348,9 @@ MUTATIONS = [
     ("ch13", "bpe_step", "i += 2  # both", "i += 1  # both", "skip both symbols"),
     ("ch13", "bpe_step", "merged[tuple(new)] = count", "merged[tuple(new)] = 1", "keep each word's count"),
     ("ch13", "bpe_step",
-     "        new, i = [], 0\n        while i < len(symbols):\n            if symbols[i : i + 2] == best:\n"
-     "                new.append(symbols[i] + symbols[i + 1])\n                i += 2  # both symbols are used up\n"
-     "            else:\n                new.append(symbols[i])\n                i += 1\n",
+     ("        new, i = [], 0\n        while i < len(symbols):\n            if symbols[i : i + 2] == best:\n"
+      "                new.append(symbols[i] + symbols[i + 1])\n                i += 2  # both symbols are used up\n"
+      "            else:\n                new.append(symbols[i])\n                i += 1\n"),
      '        new = " ".join(symbols).replace(" ".join(best), "".join(best)).split(" ")\n',
      "match whole symbols"),
     ("ch13", "length_buckets", "longest = lengths[index]",

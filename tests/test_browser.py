@@ -23,8 +23,9 @@ from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
 import pytest
-from browser_support import local_only_tab, serve
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from browser_support import local_only_tab, serve
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_HTML: test a book built elsewhere

@@ -159,7 +159,7 @@ def test_stack_layers_are_independent_copies():
 
 
 def test_a_future_target_position_cannot_change_earlier_outputs():
-    x, memory, source, target = batch()
+    x, memory, source, _target = batch()
     decoder = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF), 3).eval()
     changed = x.clone()
     changed[:, 3] += 1.0
@@ -279,7 +279,7 @@ def test_the_decoder_checks_each_mask_by_name_with_chapter_6s_rule(monkeypatch):
 
 
 def test_a_batch_keys_source_mask_is_refused_with_the_fix():
-    x, memory, source, target = batch(target_len=3, source_len=3)  # batch 3 == target length 3
+    x, memory, source, _target = batch(target_len=3, source_len=3)  # batch 3 == target length 3
     with pytest.raises(ValueError, match=re.escape("got shape (3, 3)") + ".*" + re.escape("mask.unsqueeze(1)")):
         DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, source != PAD)
 

@@ -141,7 +141,7 @@ def test_layers_are_independent_copies():
     with torch.no_grad():
         first.add_(1.0)
     assert not torch.equal(first, second)
-    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    count = lambda module: sum(p.numel() for p in module.parameters())
     assert count(encoder) == 3 * count(layer) + 2 * D_MODEL
 
 

@@ -4,8 +4,7 @@ with Hugging Face's GPT-2 in float64, the cache, bad input, and the poet."""
 import pytest
 import torch
 
-from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, causal_mask, gpt_from_hf
-from transformer_book.gpt import hf_parameter_pairs
+from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, causal_mask, gpt_from_hf, hf_parameter_pairs
 from transformer_book.poems import CharVocabulary
 from transformer_book.poet import Poet, regular_form, train_lm
 

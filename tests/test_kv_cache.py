@@ -15,11 +15,11 @@ from transformer_book import (
     EmbeddingWithPositions,
     MultiHeadAttention,
     PositionalEncoding,
+    kv_cache,
     make_model,
     padding_mask,
     subsequent_mask,
 )
-from transformer_book import kv_cache
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
 PACKAGE_DIR = export_package.PACKAGE_DIR

@@ -9,8 +9,15 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import LabelSmoothingLoss, LayerNorm, MultiHeadAttention, padding_mask, subsequent_mask, target_mask
 import transformer_book
+from transformer_book import (
+    LabelSmoothingLoss,
+    LayerNorm,
+    MultiHeadAttention,
+    padding_mask,
+    subsequent_mask,
+    target_mask,
+)
 from transformer_book.decoding import (
     beam_search,
     greedy_decode,
@@ -68,7 +75,7 @@ def test_base_model_parameter_count_matches_the_formula():
     with torch.device("meta"):
         tied = make_model(37000, 37000, tie_weights=True)
         untied = make_model(37000, 37000)
-    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    count = lambda model: sum(p.numel() for p in model.parameters())
     encoder_layer = 4 * (512 * 512 + 512) + 2 * 512 * 2048 + 2048 + 512 + 4 * 512
     decoder_layer = 8 * (512 * 512 + 512) + 2 * 512 * 2048 + 2048 + 512 + 6 * 512
     assert count(tied) == 6 * encoder_layer + 6 * decoder_layer + 37000 * 512 + 37000 == 63_119_496
@@ -358,7 +365,7 @@ def test_length_penalty_prefers_longer_finished_hypotheses():
     source, _ = padded_batch(vocab=9, batch=2)
     plain, _ = beam_search(model, source, None, START, 6, beam_size=3, end_id=5)
     long, _ = beam_search(model, source, None, START, 6, beam_size=3, end_id=5, length_penalty=2.0)
-    ended_at = lambda row: int((row[1:] == 5).nonzero()[0, 0]) if (row[1:] == 5).any() else row.numel()  # noqa: E731
+    ended_at = lambda row: int((row[1:] == 5).nonzero()[0, 0]) if (row[1:] == 5).any() else row.numel()
     assert all(ended_at(b) >= ended_at(a) for a, b in zip(plain, long))
 
 

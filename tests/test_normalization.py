@@ -194,14 +194,14 @@ def test_eps_and_placement_are_kept():
 
 
 def test_a_sublayer_returning_a_tuple_is_refused_with_advice():
-    attention_like = lambda x: (x, None)  # noqa: E731  (what MultiHeadAttention returns)
+    attention_like = lambda x: (x, None)
     with pytest.raises(TypeError, match=r"tuple.*\[0\]"):
         SublayerConnection(8)(torch.randn(2, 3, 8), attention_like)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_a_sublayer_changing_the_shape_is_refused_with_both_shapes(norm_first):
-    pooled = lambda x: x.mean(dim=1, keepdim=True)  # noqa: E731  (would broadcast silently)
+    pooled = lambda x: x.mean(dim=1, keepdim=True)
     with pytest.raises(ValueError, match=r"\(2, 3, 8\).*\(2, 1, 8\)"):
         SublayerConnection(8, norm_first=norm_first)(torch.randn(2, 3, 8), pooled)
 

@@ -18,11 +18,11 @@ import os
 import shutil
 from pathlib import Path
 
-import export_playground
 import pytest
 import torch
-from browser_support import local_only_tab, script_tab, serve
 
+import export_playground
+from browser_support import local_only_tab, script_tab, serve
 from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.masking import subsequent_mask
 from transformer_book.model import make_model

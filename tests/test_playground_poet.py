@@ -24,11 +24,11 @@ import os
 import shutil
 from pathlib import Path
 
-import export_poet_playground as exporter
 import pytest
 import torch
-from browser_support import local_only_tab, script_tab, serve
 
+import export_poet_playground as exporter
+from browser_support import local_only_tab, script_tab, serve
 from transformer_book.poet import VERSE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

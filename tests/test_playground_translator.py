@@ -18,11 +18,11 @@ import sys
 import unicodedata
 from pathlib import Path
 
-import export_playground
 import pytest
 import torch
-from browser_support import local_only_tab, script_tab, serve
 
+import export_playground
+from browser_support import local_only_tab, script_tab, serve
 from transformer_book.tatoeba import tatoeba_split
 from transformer_book.translation import Translator, corpus_scores, pretrained_translator
 
@@ -112,7 +112,7 @@ def test_export_quantized_round_trip_and_limit(tmp_path):
     meta = {"title": "t", "config": config, "source_tokens": [], "target_tokens": [],
             "pad_id": 0, "start_id": 1, "end_id": 2, "max_source_len": 5,
             "max_new_tokens": 5, "examples": []}  # fmt: skip
-    json_path, bin_path = export_playground.export_quantized(model, meta, "q", tmp_path)
+    json_path, _bin_path = export_playground.export_quantized(model, meta, "q", tmp_path)
     loaded, _ = export_playground.load_model(json_path)
     expected = export_playground.quantized_state(model)
     for name, value in loaded.state_dict().items():
@@ -252,7 +252,7 @@ def test_javascript_splits_every_character_as_python(browser):
     every code point assigned in Python's Unicode version (a newer browser knows more)."""
     from transformer_book.subwords import pre_tokenize
 
-    context, tab, outside, errors = tokenizer_tab(browser)
+    context, tab, _outside, _errors = tokenizer_tab(browser)
     ours = tab.evaluate(CLASSIFY_JS)
     context.close()
     word, space = re.compile(r"\w"), re.compile(r"\s")

@@ -8,8 +8,8 @@ import json
 
 import pytest
 import torch
-import train_poet as tool
 
+import train_poet as tool
 from transformer_book import poet as recipe
 
 

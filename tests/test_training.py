@@ -115,7 +115,6 @@ def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
     from importlib.resources import files
 
     import export_playground  # tools/ is on the path (conftest.py)
-
     from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
     playground, meta = export_playground.load_model(
         export_playground.OUT_DIR / "dates.json"

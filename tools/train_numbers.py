@@ -36,15 +36,15 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "src"))
 
-from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob  # noqa: E402
-from transformer_book.masking import padding_mask  # noqa: E402
-from transformer_book.model import make_model  # noqa: E402
-from transformer_book.numerals import (  # noqa: E402
+from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob
+from transformer_book.masking import padding_mask
+from transformer_book.model import make_model
+from transformer_book.numerals import (
     NUMBERS_CONFIG,
     NUMBERS_TRAINING,
     numbers_task,
 )
-from transformer_book.training import train_model  # noqa: E402
+from transformer_book.training import train_model
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 WEIGHTS_FILE, RUNS_FILE = "numbers.pt", "numbers_runs.json"

@@ -45,14 +45,14 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "src"))
 
-from transformer_book.subwords import (  # noqa: E402  (after the path is set)
+from transformer_book import translation
+from transformer_book.subwords import (
     MERGES_FILE,
     learn_bpe,
     read_merges,
 )
-from transformer_book.tatoeba import tatoeba_split  # noqa: E402
-from transformer_book import translation  # noqa: E402
-from transformer_book.translation import (  # noqa: E402
+from transformer_book.tatoeba import tatoeba_split
+from transformer_book.translation import (
     WEIGHTS_FILE,
     corpus_scores,
     load_translator,

@@ -362,8 +362,8 @@ def kv_cache_diagram(config: Config = None, *, step: int = 4, source_len: int = 
     chart = grid.properties(
         title={"text": f"Key/value cache at decoding step {step}",
                "subtitle": [f"the new token's query attends to {step} cached keys; per layer, per head d_k = {c.d_k}",
-                            f"self-attention cache grows by 2 × {c.num_layers} layers × {c.d_model} = "
-                            f"{per_token:,} numbers per token"]}
+                            (f"self-attention cache grows by 2 × {c.num_layers} layers × {c.d_model} = "
+                             f"{per_token:,} numbers per token")]}
     )
     description = (
         f"Diagram: the key/value cache during decoding, at step {step}. For each decoder layer, the self-attention "

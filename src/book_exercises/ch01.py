@@ -199,9 +199,9 @@ EMBED_WITH_POSITIONS = Exercise(
                 "then the encodings are added.",
                 _embed_variant(lambda d: math.sqrt(d), scale_positions=True)),
     ],
-    error_hints=[("must match the size of tensor", "the table and the embeddings do not line up: "
+    error_hints=[("must match the size of tensor", ("the table and the embeddings do not line up: "
                   "take the first seq rows of the table, sinusoidal_table(tokens.size(1), d_model), "
-                  "and add it to the (batch, seq, d_model) embeddings (it broadcasts over the batch).")],
+                  "and add it to the (batch, seq, d_model) embeddings (it broadcasts over the batch)."))],
 )
 
 

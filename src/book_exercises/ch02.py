@@ -47,6 +47,11 @@ def _variant(scale_of=lambda d_k, d_v: 1 / math.sqrt(d_k), dim=-1, fill=float("-
     return compute
 
 
+def _mask_after_softmax(q, k, v, m):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1).masked_fill(~m, 0.0)
+    return weights @ v, weights
+
+
 SCALE_MISTAKES = [
     Mistake("scores are not divided by sqrt(d_k): softmax(Q K^T / sqrt(d_k)) V.",
             _variant(scale_of=lambda d_k, d_v: 1.0)),
@@ -136,15 +141,13 @@ MASKED_ATTENTION = Exercise(
                 _variant(use_mask=False)),
         Mistake("the mask was applied after the softmax (weights set to 0), so the allowed weights "
                 "no longer sum to 1: mask the scores, then take the softmax.",
-                lambda q, k, v, m: (lambda w: (w @ v, w))(
-                    torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)
-                    .masked_fill(~m, 0.0))),
+                _mask_after_softmax),
         *SCALE_MISTAKES,
     ],
     describe=_describe_pair,
     error_hints=ERROR_HINTS + [("masked_fill_ only supports boolean masks",
-                                "masked_fill needs a boolean mask; the mask is given as booleans "
-                                "already, negate it with ~mask (not 1 - mask).")],
+                                ("masked_fill needs a boolean mask; the mask is given as booleans "
+                                 "already, negate it with ~mask (not 1 - mask)."))],
 )
 
 

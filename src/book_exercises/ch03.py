@@ -88,8 +88,8 @@ MERGE_HEADS = Exercise(
                 lambda x: x.permute(0, 2, 3, 1).reshape(x.size(0), x.size(2), -1)),
     ],
     error_hints=[("view size is not compatible",
-                  "after transpose(1, 2) the tensor is not contiguous, so .view fails: use .reshape(...) "
-                  "or .contiguous().view(...).")],
+                  ("after transpose(1, 2) the tensor is not contiguous, so .view fails: use .reshape(...) "
+                   "or .contiguous().view(...)."))],
 )
 
 
@@ -168,11 +168,11 @@ MULTI_HEAD_ATTENTION = Exercise(
                 _mha_variant(split=False)),
     ],
     error_hints=[("view size is not compatible",
-                  "after transpose(1, 2) the tensor is not contiguous, so .view fails: use .reshape(...) "
-                  "or .contiguous().view(...)."),
-                 ("does not broadcast", "your (batch, 1, keys) mask was not given a heads axis: "
+                  ("after transpose(1, 2) the tensor is not contiguous, so .view fails: use .reshape(...) "
+                   "or .contiguous().view(...).")),
+                 ("does not broadcast", ("your (batch, 1, keys) mask was not given a heads axis: "
                   "mask.unsqueeze(1) makes it (batch, 1, 1, keys), which broadcasts over the heads "
-                  "and the queries.")],
+                  "and the queries."))],
 )
 
 

@@ -57,9 +57,9 @@ FEED_FORWARD = Exercise(
         Mistake("a bias is missing: FFN(x) = max(0, x W1 + b1) W2 + b2.",
                 lambda x, w1, b1, w2, b2: torch.relu(x @ w1) @ w2 + b2),
     ],
-    error_hints=[("cannot be multiplied", "the shapes do not line up: here W1 is (d_model, d_ff) "
+    error_hints=[("cannot be multiplied", ("the shapes do not line up: here W1 is (d_model, d_ff) "
                   "and W2 is (d_ff, d_model), so compute x @ W1 (no transpose; nn.Linear stores "
-                  "its weight transposed, these are the paper's matrices).")],
+                  "its weight transposed, these are the paper's matrices)."))],
 )
 
 
@@ -202,8 +202,8 @@ ENCODER_LAYER = Exercise(
         Mistake("the residual connections are missing: norm(x + sublayer(x)).",
                 _encoder_variant(residual=False)),
     ],
-    error_hints=[("tuple", "MultiHeadAttention returns (output, weights): take [0] before adding "
-                  "it to x.")],
+    error_hints=[("tuple", ("MultiHeadAttention returns (output, weights): take [0] before adding "
+                  "it to x."))],
 )
 
 

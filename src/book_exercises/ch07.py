@@ -64,9 +64,9 @@ CROSS_ATTENTION = Exercise(
                 "keys and values from the encoder's output: attention(x, memory, memory, mask).",
                 lambda x, memory, attention, mask: attention(memory, x, x)[0]),
     ],
-    error_hints=[("does not broadcast", "the mask does not fit: the queries come from the decoder "
+    error_hints=[("does not broadcast", ("the mask does not fit: the queries come from the decoder "
                   "and the keys from the memory, so the source mask is (batch, 1, source) and the call "
-                  "is attention(x, memory, memory, source_mask).")],
+                  "is attention(x, memory, memory, source_mask)."))],
 )
 
 
@@ -122,8 +122,8 @@ def _reference_decoder(x, memory, source_mask, target_mask_, self_attn, cross_at
 def _decoder_variant(self_mask="target", cross_mask="source", order="self-cross", pre=False):
     def compute(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
         masks = {"target": target_mask_, "source": source_mask, None: None}
-        attend_self = lambda h: self_attn(h, h, h, masks[self_mask])[0]  # noqa: E731
-        attend_cross = lambda h: cross_attn(h, memory, memory, masks[cross_mask])[0]  # noqa: E731
+        attend_self = lambda h: self_attn(h, h, h, masks[self_mask])[0]
+        attend_cross = lambda h: cross_attn(h, memory, memory, masks[cross_mask])[0]
         first, second = ((attend_self, attend_cross) if order == "self-cross"
                          else (attend_cross, attend_self))
         for sublayer, norm in zip((first, second, ffn), norms):
@@ -155,9 +155,9 @@ DECODER_LAYER = Exercise(
                 "norm(x + sublayer(x)).",
                 _decoder_variant(pre=True)),
     ],
-    error_hints=[("does not broadcast", "a mask does not fit its attention: the target mask "
+    error_hints=[("does not broadcast", ("a mask does not fit its attention: the target mask "
                   "(batch, target, target) belongs to the self-attention, the source mask "
-                  "(batch, 1, source) to the cross-attention."),
+                  "(batch, 1, source) to the cross-attention.")),
                  ("tuple", "MultiHeadAttention returns (output, weights): take [0].")],
 )
 

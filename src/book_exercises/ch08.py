@@ -62,8 +62,8 @@ GENERATOR = Exercise(
         Mistake("the log-softmax runs over the wrong axis: normalize over the vocabulary, dim=-1.",
                 lambda x, w, b: torch.log_softmax(_logits(x, w, b), dim=0)),
     ],
-    error_hints=[("cannot be multiplied", "weight has shape (vocab, d_model), as in nn.Linear: the "
-                  "logits are x @ weight.T + bias.")],
+    error_hints=[("cannot be multiplied", ("weight has shape (vocab, d_model), as in nn.Linear: the "
+                  "logits are x @ weight.T + bias."))],
 )
 
 

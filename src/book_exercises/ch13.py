@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from itertools import pairwise
 
 from book_exercises.core import Case, Exercise, Mistake, run
 from transformer_book.batching import length_batches
@@ -52,7 +53,7 @@ def _replaced(symbols, pair):
 def _step(words, weighted=True, merge=merge_pair, keep_counts=True):
     pairs = Counter()
     for symbols, count in words.items():
-        for pair in zip(symbols, symbols[1:]):
+        for pair in pairwise(symbols):
             pairs[pair] += count if weighted else 1
     best = max(pairs, key=pairs.get)
     merged = Counter()
@@ -241,7 +242,7 @@ def _encode(word, rank, marker=True, pick="lowest"):
     rank."""
     symbols = word_symbols(word) if marker else tuple(word)
     while len(symbols) > 1:
-        pairs = list(zip(symbols, symbols[1:]))
+        pairs = list(pairwise(symbols))
         if pick == "leftmost":
             best = next((pair for pair in pairs if pair in rank), None)
         else:

@@ -184,7 +184,7 @@ def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
         try:
             with torch.no_grad():
                 expected = exercise.reference(*case.args, **case.kwargs)
-        except Exception as error:  # a bug in the checker itself: say so, do not blame the reader
+        except Exception as error:  # noqa: BLE001 (a bug in the checker itself: say so, do not blame the reader)
             return report(WRONG, f"the checker failed on {case.label} ({error}); please report it")
         try:
             with torch.no_grad():
@@ -192,7 +192,7 @@ def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
         except NotImplementedError:
             return report(NOT_ATTEMPTED, f"{exercise.name} (replace `raise NotImplementedError` "
                                          "with your code, then run this cell again).")
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 (whatever the reader's code raises is reported)
             message = str(error).strip().splitlines()[0] if str(error).strip() else ""
             for pattern, hint in exercise.error_hints:
                 if pattern in message:
@@ -225,7 +225,7 @@ def _outputs(exercise: Exercise, function: Callable, device, cases: Sequence[Cas
             with torch.no_grad():
                 got = to_cpu(function(*to_device(case.args, device), **to_device(case.kwargs, device)))
             outputs.append(exercise.normalize(got) if exercise.normalize is not None else got)
-        except Exception:
+        except Exception:  # noqa: BLE001 (a case the reader's code fails on has no output)
             outputs.append(None)
     return outputs
 
@@ -239,7 +239,7 @@ def _matching_mistake(exercise: Exercise, function: Callable, device, cases: Seq
         try:
             with torch.no_grad():
                 wrong = mistake.compute(*cases[failing].args, **cases[failing].kwargs)
-        except Exception:
+        except Exception:  # noqa: BLE001, S112 (a mistake that cannot run on this case does not match)
             continue
         if wrong is None or not same(got, wrong, exercise.atol, exercise.rtol):
             continue
@@ -249,7 +249,7 @@ def _matching_mistake(exercise: Exercise, function: Callable, device, cases: Seq
             try:
                 with torch.no_grad():
                     wrong = mistake.compute(*case.args, **case.kwargs)
-            except Exception:
+            except Exception:  # noqa: BLE001, S112 (a case the mistake cannot run on says nothing)
                 continue
             if output is not None and wrong is not None and not same(output, wrong, exercise.atol,
                                                                       exercise.rtol):
@@ -271,5 +271,5 @@ def randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
 def load_solution(source: str, name: str) -> Callable:
     """Execute a solution's source text and return the function called ``name`` (used by the tests)."""
     namespace: dict = {}
-    exec(compile(source, f"<solution {name}>", "exec"), namespace)
+    exec(compile(source, f"<solution {name}>", "exec"), namespace)  # noqa: S102 (the book's own solutions)
     return namespace[name]

@@ -1,0 +1,39 @@
+"""ruff (pinned in requirements.txt, configured in pyproject.toml's [tool.ruff]) finds nothing in the
+Python sources around the notebooks: the chart and exercise packages, the tests, the tools and the
+book's Sphinx extension. (The notebooks' own check is tests/test_notebook_style.py; the package
+src/transformer_book is written from the notebooks by tools/export_package.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from test_notebook_style import REPO_ROOT, ruff
+
+LINTED = ["src/book_charts", "src/book_exercises", "tests", "tools", "book/_ext"]
+CONFIG = REPO_ROOT / "pyproject.toml"
+
+
+def findings(paths: list[str], cwd=REPO_ROOT) -> list[dict]:
+    result = subprocess.run(
+        [*ruff(), "check", "--no-cache", f"--config={CONFIG}", "--output-format=json", "--exit-zero", *paths],
+        capture_output=True, text=True, check=True, cwd=cwd,
+    )
+    return json.loads(result.stdout)
+
+
+def test_the_linted_folders_exist():
+    assert all((REPO_ROOT / folder).is_dir() for folder in LINTED), LINTED
+
+
+def test_ruff_catches_a_mistake(tmp_path):
+    # A missing comma between two strings of a list, and an unused import.
+    (tmp_path / "bad.py").write_text('import os\n\nNAMES = [\n    "a"\n    "b",\n]\n')
+    found = sorted(item["code"] for item in findings(["bad.py"], cwd=tmp_path))
+    assert found == ["F401", "ISC004"], found
+
+
+def test_sources_pass_ruff():
+    found = findings(LINTED)
+    lines = [f"{item['filename']}:{item['location']['row']}: {item['code']} {item['message']}" for item in found]
+    assert not found, f"ruff check {' '.join(LINTED)}: {len(found)} findings:\n" + "\n".join(lines[:30])
