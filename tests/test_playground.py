@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -318,9 +319,10 @@ def test_why_not_100_percent_matches_each_models_training():
         top[name] = torch.tensor(probabilities)
     assert top["dates"].max() < 0.9995  # shown as less than 100%
     assert (top["numbers"] >= 0.9995).float().mean() > 0.5  # most show 100%
+    # The page explains the missing 100% by label smoothing (in one item of its reading guide).
     page = (REPO_ROOT / "book" / "playground.md").read_text(encoding="utf-8")
-    assert "The dates model was trained with label smoothing" in page
-    assert "The number-words model was trained without it" in page
+    items = re.split(r"\n(?=\* )|\n\n", page)
+    assert any("100%" in item and "label smoothing" in item.lower() for item in items)
 
 
 @pytest.mark.parametrize("json_name", committed_tasks())
