@@ -224,14 +224,3 @@ def test_decoder_mask_errors_name_the_mask(name, mask, pattern, stack):
     module(x, memory, **GOOD_MASKS)  # the good masks pass
     with pytest.raises(ValueError, match=pattern):
         module(x, memory, **masks)
-
-
-def test_a_cached_step_names_the_target_mask_and_counts_the_cached_positions():
-    x, memory = decoder_inputs()
-    decoder = Decoder(DecoderLayer(32, 4, 64), 1).eval()
-    caches = [{"self": {}, "cross": {"static": True}}]
-    with torch.no_grad():
-        decoder(x[:, :2], memory, None, subsequent_mask(2), caches=caches)
-        decoder(x[:, 2:3], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)  # 2 cached + 1
-        with pytest.raises(ValueError, match=re.escape("target_mask of shape (1, 1, 3)") + r".*\(3, 1, 4\)"):
-            decoder(x[:, 3:4], memory, None, torch.ones(1, 1, 3, dtype=torch.bool), caches=caches)
