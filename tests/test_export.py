@@ -25,7 +25,7 @@ def test_no_hand_written_modules_besides_init():
 
 
 def test_an_edited_chapter_is_detected(tmp_path):
-    # Copy chapter 1, change one exported line, and check that the rendered module no longer matches.
+    # Copy chapter 1, change one exported line, and check that the rendered module does not match.
     original = export_package.BOOK_DIR / "01_positional_encoding.ipynb"
     notebook = json.loads(original.read_text(encoding="utf-8"))
     for cell in notebook["cells"]:

@@ -69,12 +69,14 @@ BADGE_PNG_BASE64 = (
     "rqAZGzvySLFGrBPLUGUNoMAQ08Z6EiY0kNdK8uCEvhwHJsNTDxW571P/OlgC9CPHYQMvh8GrqroOOQ4bTJEdraIsywtFUUwc"
     "6p+z5Bhc9v6cxSA1zf4FAAD//6dIYPsAAAAGSURBVAMAtvDUSKbswEEAAAAASUVORK5CYII="
 )
-# Any image source, so that older badges (a relative path to _static/colab-badge.svg) are rewritten.
+# Any image source (a relative path to _static/colab-badge.svg, say): --fix rewrites the line to badge()'s.
 BADGE_LINE = re.compile(r"^\[!\[Open in Colab\]\([^)\s]*\)\]\([^)]*\)$", re.MULTILINE)
 SETUP_MARKER = "# @title Set-up"
 SETUP_TITLE = f"{SETUP_MARKER}: in Colab, installs the book's companion package"
 SOLUTION_TITLE = "# @title Solution"
-OLD_SETUP_HEADING = "## Setup"  # the markdown cell that used to explain the set-up cell
+# A markdown cell of this heading explaining the set-up cell is refused (--fix removes it): the
+# collapsed cell's title says what it does.
+SETUP_PROSE_HEADING = "## Setup"
 HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # Colab, Jupyter
 
 
@@ -198,12 +200,12 @@ def problems_in(notebook: Path, fix: bool) -> list[str]:
         if fix:
             hide(first_code)
     for cell in cells:
-        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(OLD_SETUP_HEADING):
-            problems.append(f"{notebook.name}: a '{OLD_SETUP_HEADING}' cell (the set-up is one collapsed cell now)")
+        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING):
+            problems.append(f"{notebook.name}: a '{SETUP_PROSE_HEADING}' cell (the set-up is one collapsed cell, its title says what it does)")
     if fix:
         data.cells = cells = [
             cell for cell in cells
-            if not (cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(OLD_SETUP_HEADING))
+            if not (cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING))
         ]
     for cell in cells:
         if cell["cell_type"] != "code" or "solution" not in cell["metadata"].get("tags", []):

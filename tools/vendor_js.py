@@ -9,7 +9,7 @@ every page's <head>, before any chart's inline script runs.
 
     python tools/vendor_js.py      # needs npm and the npm registry; run it after upgrading Altair
 
-tests/test_vendor.py fails when the vendored versions no longer match the installed Altair.
+tests/test_vendor.py fails when the vendored versions do not match the installed Altair.
 """
 
 from __future__ import annotations
