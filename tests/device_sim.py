@@ -353,13 +353,13 @@ class DeviceSimulation(TorchFunctionMode):
                 _move(result, device_of(owner))
         elif attribute == "data":
             _move(owner, device_of(args[1]))
-        elif attribute == "grad" and isinstance(args[1], torch.Tensor):
-            if device_of(args[1]) != device_of(owner):
-                with _INSIDE:
-                    func(owner, None)
-                raise RuntimeError(
-                    "assigned grad has data located on a different device (simulated): "
-                    f"{device_of(args[1])} for a tensor on {device_of(owner)}")
+        elif (attribute == "grad" and isinstance(args[1], torch.Tensor)
+              and device_of(args[1]) != device_of(owner)):
+            with _INSIDE:
+                func(owner, None)
+            raise RuntimeError(
+                "assigned grad has data located on a different device (simulated): "
+                f"{device_of(args[1])} for a tensor on {device_of(owner)}")
         return result
 
 

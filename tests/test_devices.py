@@ -1,4 +1,4 @@
-"""Every chapter runs on a simulated CUDA GPU and a simulated Apple MPS device.
+"""Every chapter runs on a simulated CUDA GPU or a simulated Apple MPS device, with another CPU's numerics.
 
 The simulation (tests/device_sim.py) makes a chapter's device cell pick "cuda" (or "mps") on this
 CPU-only machine and refuses, with the real device's error, what the real device refuses: mixing
@@ -7,11 +7,18 @@ device, and it runs CUDA convolutions in TF32 as cuDNN does by default. Values a
 so every output the regression tests compare (cells not tagged ``nbval-ignore-output``) must also be
 what the chapter printed when it was executed on the CPU.
 
+Each chapter runs on one simulated device: MPS if it uses float64 anywhere (MPS has none, so
+that is where a slip shows), CUDA otherwise. And it runs with PyTorch's portable kernels and MKL's
+SSE4.2 code (``KERNEL_PATHS["default"]``), which round matrix products, softmax and layer norm
+differently in the last bits, as another CPU does: nbval (on this CPU's own kernels) and this run
+together check that every compared output is the same on two kernel paths (book/contributing.md:
+compare exactly only what is the same everywhere).
+
 Only whether a chapter's code runs on the device matters here, so the training-heavy chapters
-train a few steps when BOOK_DEVICE_TEST=1 is set (they say so in the cell), as the issue allows:
-the full training is what nbval checks, on the CPU. For speed, one kernel per device runs every chapter in turn (its namespace and torch's global
-settings reset before each), and the two devices run side by side. To run it by hand, e.g. on a
-chapter as it was committed:
+train a few steps when BOOK_DEVICE_TEST=1 is set (they say so in the cell): the full training is
+what nbval runs. For speed, one kernel per device runs its chapters in turn (its namespace and
+torch's global settings reset before each), and the two devices run side by side. To run it by
+hand, e.g. on a chapter as it was committed:
 
     .venv/bin/python tests/test_devices.py --device mps book/01_positional_encoding.ipynb
 """
@@ -38,6 +45,24 @@ CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
 DEVICES = ("cuda", "mps")
 CELL_TIMEOUT = 600
 IGNORED_TAGS = {"nbval-ignore-output", "nbval-skip"}
+
+# The numerics of other x86 CPUs, reproduced on this one: PyTorch's own kernels
+# (ATEN_CPU_CAPABILITY), MKL's matrix products (MKL_ENABLE_INSTRUCTIONS) and oneDNN's each pick
+# their code for the CPU they find. Set before torch loads. "native" is this CPU's own choice.
+KERNEL_PATHS = {
+    "native": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                "ONEDNN_MAX_CPU_ISA": "SSE41"},
+}
+KERNELS = "default"  # the kernel path of the simulated-device run
+
+
+def device_of(chapter: Path) -> str:
+    """The simulated device a chapter runs on: MPS where it uses float64, else CUDA."""
+    text = chapter.read_text(encoding="utf-8")
+    return "mps" if re.search(r"float64|\.double\(\)", text) else "cuda"
 
 # Run in the kernel once, before anything else: the simulation must be in place before the chapter's
 # imports and device cell.
@@ -158,16 +183,19 @@ def run_chapters(device: str, chapters: list[Path]) -> dict[str, dict]:
     return reports
 
 
-def run_in_subprocess(device: str, chapters: list[Path], threads: int) -> dict[str, dict]:
+def run_in_subprocess(device: str, chapters: list[Path], threads: int,
+                      kernels: str = KERNELS) -> dict[str, dict]:
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "report.json"
         # BOOK_DEVICE_TEST: the training-heavy chapters (9 and 11) train a few steps and skip
         # their accuracy checks, which only cells whose output is not compared depend on.
         environment = {**os.environ, "OMP_NUM_THREADS": str(threads),
-                       "MKL_NUM_THREADS": str(threads), "BOOK_DEVICE_TEST": "1"}
+                       "MKL_NUM_THREADS": str(threads), "BOOK_DEVICE_TEST": "1",
+                       **KERNEL_PATHS[kernels]}
         command = [sys.executable, __file__, "--device", device, "--json", str(report),
                    *map(str, chapters)]
-        finished = subprocess.run(command, env=environment, capture_output=True, text=True)
+        finished = subprocess.run(command, env=environment, capture_output=True, text=True,
+                                  check=False)  # the report says what failed
         if finished.returncode != 0 or not report.exists():
             raise RuntimeError(f"the {device} run failed:\n{finished.stdout}\n{finished.stderr}")
         return json.loads(report.read_text(encoding="utf-8"))
@@ -175,23 +203,26 @@ def run_in_subprocess(device: str, chapters: list[Path], threads: int) -> dict[s
 
 @pytest.fixture(scope="module")
 def reports():
-    """Both devices, side by side (one kernel each, one thread each on this 2-core machine)."""
+    """Each chapter on its device; the two devices side by side (one kernel each, one thread
+    each on this 2-core machine)."""
     with ThreadPoolExecutor(max_workers=len(DEVICES)) as pool:
-        runs = {device: pool.submit(run_in_subprocess, device, CHAPTERS, 1)
+        runs = {device: pool.submit(run_in_subprocess, device,
+                                    [path for path in CHAPTERS if device_of(path) == device], 1)
                 for device in DEVICES}
-        return {device: run.result() for device, run in runs.items()}
+        return {name: report for run in runs.values() for name, report in run.result().items()}
 
 
-def test_there_are_chapters():
-    assert CHAPTERS
+def test_there_are_chapters_on_each_device():
+    assert {device_of(path) for path in CHAPTERS} == set(DEVICES)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("chapter", [path.name for path in CHAPTERS])
-def test_chapter_runs_on_simulated_device(reports, device, chapter):
-    report = reports[device][chapter]
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.name)
+def test_chapter_runs_on_simulated_device(reports, chapter):
+    device = device_of(chapter)
+    report = reports[chapter.name]
     problems = "\n".join(report["errors"])
-    assert not problems, f"{chapter} on a simulated {device}:\n{problems}"
+    assert not problems, (f"{chapter.name} on a simulated {device} with the "
+                          f"{KERNELS!r} kernels:\n{problems}")
     # The device cell picked the simulated device and the chapter's tensors were made on it.
     assert report["operations"] > 100, report
 

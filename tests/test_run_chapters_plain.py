@@ -2,9 +2,10 @@
 the committed chapters stored, and reports a cell that raises and an output that differs."""
 
 import json
+import subprocess
+import sys
 
 import run_chapters_plain as runner
-
 from test_devices import sanitizers
 
 
@@ -40,3 +41,28 @@ def test_an_exception_stops_the_chapter_and_a_difference_is_listed(tmp_path):
     assert len(report["errors"]) == 1 and "cell 3" in report["errors"][0]
     assert "ZeroDivisionError" in report["errors"][0]
     assert runner.main([str(path)]) == 1
+
+
+def test_seed_option_sets_the_seed_cell(tmp_path):
+    path = _notebook(tmp_path, [_code("seed = 0  # every random number below follows from this seed\n"
+                                      "print(seed)", printed="0\n")])
+    assert runner.run_chapter(path, [])["outputs"] == {"0": "0\n"}
+    assert runner.run_chapter(path, [], seed=3)["outputs"] == {"0": "3\n"}
+
+
+def test_device_option_fails_a_chapter_run_elsewhere(tmp_path):
+    path = _notebook(tmp_path, [_code("device = 'cpu'")])
+    assert runner.main([str(path)]) == 0
+    assert runner.main([str(path), "--device", "cpu"]) == 0
+    assert runner.main([str(path), "--device", "mps"]) == 1
+
+
+def test_kernels_option_runs_with_another_cpus_kernels(tmp_path):
+    path = _notebook(tmp_path, [_code("import torch\nprint(torch.backends.cpu.get_cpu_capability())",
+                                      printed="DEFAULT\n")])
+    report = tmp_path / "report.json"
+    finished = subprocess.run([sys.executable, str(runner.__file__), str(path), "--kernels", "default",
+                               "--json", str(report)], capture_output=True, text=True, check=False)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert json.loads(report.read_text())["99_toy.ipynb"]["outputs"] == {"0": "DEFAULT\n"}
+    assert runner.KERNEL_PATHS["default"]["ATEN_CPU_CAPABILITY"] == "default"

@@ -20,7 +20,7 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import export_package  # noqa: E402  (a sibling script, not an installed module)
+import export_package
 
 
 def execute(path: Path, timeout: int) -> float:

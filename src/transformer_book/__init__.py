@@ -96,6 +96,7 @@ from transformer_book.training import (
     exact_match_accuracy,
     train_model,
     trained_dates_model,
+    training_spread,
 )
 from transformer_book.translation import (
     TRANSLATION_CONFIG,
@@ -189,5 +190,6 @@ __all__ = [
     "train_translator",
     "trained_dates_model",
     "trained_numbers_model",
+    "training_spread",
     "warmup_rate",
 ]

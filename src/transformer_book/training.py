@@ -114,6 +114,31 @@ def exact_match_accuracy(
     return right / len(pairs)
 
 
+def training_spread(run: str, figure: str) -> tuple[float, float, int]:
+    """(lowest, highest, number of runs) of ``figure`` in the recorded spread of one of
+    the chapters' trainings (``run``: "dates", "ablations", "numbers" or "poems").
+
+    tools/measure_training_spread.py trained each as its chapter does, with five seeds,
+    on three CPU kernel paths, and recorded the figures in weights/training_spread.json.
+    """
+    import json
+    from importlib.resources import files
+
+    path = files("transformer_book") / "weights" / "training_spread.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    runs = {key: value for key, value in record.items() if isinstance(value, dict)}
+    runs.pop("kernel paths", None)
+    if run not in runs:
+        raise ValueError(f"run must be one of {sorted(runs)}; got run={run!r}")
+    figures = next(iter(runs[run].values()))
+    if figure not in figures:
+        raise ValueError(
+            f"figure must be one of {sorted(figures)}; got figure={figure!r}"
+        )
+    values = [recorded[figure] for recorded in runs[run].values()]
+    return min(values), max(values), len(values)
+
+
 def trained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
     """(model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
     weights shipped with the package (``weights/dates.pt``, written on a CPU by
