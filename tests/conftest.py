@@ -1,10 +1,5 @@
-"""Shared test set-up: the repository's tools/ scripts are importable as modules."""
-
-import sys
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tools"))
+"""Shared test set-up. (The tools/ scripts, tools/notebooks.py among them, are importable as modules:
+pytest's ``pythonpath`` setting in pyproject.toml puts tools/ on the path.)"""
 
 # One PyTorch thread per test process, as scripts/test.sh sets it, also when pytest is run by hand:
 # the tensors are small and extra threads only contend with other jobs on a shared CPU.

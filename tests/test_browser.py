@@ -16,7 +16,6 @@ code hidden with the ``hide-input`` tag is collapsed. In the dark theme every ch
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from browser_support import local_only_tab, serve
+from notebooks import cells
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_HTML: test a book built elsewhere
@@ -40,10 +40,9 @@ def charts_in_notebook(page: str) -> int:
     notebook = (REPO_ROOT / page).with_suffix(".ipynb")
     if not notebook.exists():
         return 0
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     return sum(
         1
-        for cell in cells
+        for cell in cells(notebook)
         for output in cell.get("outputs", [])
         if "altair-viz-" in "".join(output.get("data", {}).get("text/html", ""))
     )

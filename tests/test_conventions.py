@@ -8,22 +8,11 @@ import yaml
 
 import export_package
 import sync_repo_url
+from notebooks import cells, printed, source, sources
 
 REPO_ROOT = export_package.REPO_ROOT
 CHAPTERS = export_package.chapter_notebooks()
 MAX_CHART_BYTES = 150_000  # keep pages light: sample or round the data of a chart that is larger
-
-
-def cells(notebook):
-    return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-
-
-def code_cells(notebook):
-    return [cell for cell in cells(notebook) if cell["cell_type"] == "code"]
-
-
-def source(cell):
-    return "".join(cell["source"])
 
 
 def test_there_are_chapters():
@@ -60,7 +49,7 @@ def test_badge_url_is_the_colab_launch_url_for_the_notebook():
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
 def test_device_cell_prefers_cuda_then_mps_then_cpu(notebook):
-    device_cells = [cell for cell in code_cells(notebook) if "torch.cuda.is_available()" in source(cell)]
+    device_cells = [cell for cell in cells(notebook, "code") if "torch.cuda.is_available()" in source(cell)]
     assert len(device_cells) == 1
     text = source(device_cells[0])
     assert text.index("cuda") < text.index("mps") < text.index('torch.device("cpu")')
@@ -69,30 +58,30 @@ def test_device_cell_prefers_cuda_then_mps_then_cpu(notebook):
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
 def test_seed_is_set_before_anything_random(notebook):
-    sources = [source(cell) for cell in code_cells(notebook)]
+    sources = [source(cell) for cell in cells(notebook, "code")]
     seeded = next(i for i, text in enumerate(sources) if "torch.manual_seed(" in text)
     assert not any(re.search(r"torch\.(rand|randn|randint|randperm)\(", text) for text in sources[:seeded])
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
 def test_executed_once_top_to_bottom_without_errors(notebook):
-    counts = [cell["execution_count"] for cell in code_cells(notebook) if source(cell).strip()]
+    counts = [cell["execution_count"] for cell in cells(notebook, "code") if source(cell).strip()]
     assert counts == list(range(1, len(counts) + 1)), "re-run with tools/execute_notebooks.py"
-    errors = [output for cell in code_cells(notebook) for output in cell["outputs"] if output["output_type"] == "error"]
+    errors = [output for cell in cells(notebook, "code") for output in cell["outputs"] if output["output_type"] == "error"]
     assert not errors
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
 def test_ignored_outputs_still_assert_something(notebook):
     # A cell whose output nbval ignores must check what matters itself (the device cell only prints).
-    for cell in code_cells(notebook):
+    for cell in cells(notebook, "code"):
         if "nbval-ignore-output" in cell["metadata"].get("tags", []) and "torch.cuda.is_available()" not in source(cell):
             assert "assert " in source(cell), f"ignored cell without an assertion:\n{source(cell)[:200]}"
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
 def test_charts_are_small(notebook):
-    for cell in code_cells(notebook):
+    for cell in cells(notebook, "code"):
         for output in cell["outputs"]:
             html = "".join(output.get("data", {}).get("text/html", ""))
             if "altair-viz-" in html:
@@ -101,15 +90,10 @@ def test_charts_are_small(notebook):
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
 def test_outputs_hold_no_memory_addresses_or_local_paths(notebook):
-    for cell in code_cells(notebook):
+    for cell in cells(notebook, "code"):
         text = json.dumps(cell["outputs"])
         assert not re.search(r"at 0x[0-9a-f]{6,}", text), f"memory address in the output of:\n{source(cell)[:200]}"
         assert str(REPO_ROOT) not in text and "/tmp/" not in text
-
-
-def printed(cell) -> str:
-    texts = (output.get("text", "") for output in cell.get("outputs", []) if output["output_type"] == "stream")
-    return "".join(text if isinstance(text, str) else "".join(text) for text in texts)
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda path: path.stem)
@@ -117,9 +101,9 @@ def test_has_exercises_the_reader_attempts_and_checked_solutions(notebook):
     """At least three exercises: a stub tagged `exercise` whose check says "Not attempted yet", and a
     collapsed solution tagged `solution` whose check says "Correct"; plus a conceptual question with a
     collapsed answer."""
-    markdown = "\n".join(source(cell) for cell in cells(notebook) if cell["cell_type"] == "markdown")
+    markdown = "\n".join(sources(notebook, "markdown"))
     assert "## Exercises" in markdown
-    code = code_cells(notebook)
+    code = cells(notebook, "code")
     tags = [set(cell["metadata"].get("tags", [])) for cell in code]
     stubs = [index for index, cell_tags in enumerate(tags) if "exercise" in cell_tags]
     solutions = [index for index, cell_tags in enumerate(tags) if "solution" in cell_tags]
@@ -157,7 +141,7 @@ def test_reader_prose_never_speaks_of_the_test_machinery(page):
     """Tests, CI, nbval and the simulated device belong in contributing.md, not in what readers read."""
     path = REPO_ROOT / "book" / page
     if path.suffix == ".ipynb":
-        texts = [source(cell) for cell in cells(path) if cell["cell_type"] == "markdown"]
+        texts = sources(path, "markdown")
     else:
         texts = [path.read_text(encoding="utf-8")]
     found = [match for text in texts for match in TEST_MACHINERY.findall(text)]

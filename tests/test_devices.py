@@ -18,9 +18,9 @@ Only whether a chapter's code runs on the device matters here, so the training-h
 train a few steps when BOOK_DEVICE_TEST=1 is set (they say so in the cell): the full training is
 what nbval runs. For speed, one kernel per device runs its chapters in turn (its namespace and
 torch's global settings reset before each), and the two devices run side by side. To run it by
-hand, e.g. on a chapter as it was committed:
+hand, e.g. on a chapter as it was committed (PYTHONPATH: the toolkit, tools/notebooks.py):
 
-    .venv/bin/python tests/test_devices.py --device mps book/01_positional_encoding.ipynb
+    PYTHONPATH=tools .venv/bin/python tests/test_devices.py --device mps book/01_positional_encoding.ipynb
 """
 
 from __future__ import annotations
@@ -38,25 +38,12 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-REPO_ROOT = TESTS.parent
-BOOK = REPO_ROOT / "book"
-CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+from notebooks import BOOK, KERNEL_PATHS, TESTS, TOOLS, Kernel, chapters, sanitizers, with_pythonpath
+
+CHAPTERS = chapters()
 DEVICES = ("cuda", "mps")
 CELL_TIMEOUT = 600
-IGNORED_TAGS = {"nbval-ignore-output", "nbval-skip"}
-
-# The numerics of other x86 CPUs, reproduced on this one: PyTorch's own kernels
-# (ATEN_CPU_CAPABILITY), MKL's matrix products (MKL_ENABLE_INSTRUCTIONS) and oneDNN's each pick
-# their code for the CPU they find. Set before torch loads. "native" is this CPU's own choice.
-KERNEL_PATHS = {
-    "native": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-             "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                "ONEDNN_MAX_CPU_ISA": "SSE41"},
-}
-KERNELS = "default"  # the kernel path of the simulated-device run
+KERNELS = "default"  # the kernel path of the simulated-device run (KERNEL_PATHS, tools/notebooks.py)
 
 
 def device_of(chapter: Path) -> str:
@@ -65,10 +52,8 @@ def device_of(chapter: Path) -> str:
     return "mps" if re.search(r"float64|\.double\(\)", text) else "cuda"
 
 # Run in the kernel once, before anything else: the simulation must be in place before the chapter's
-# imports and device cell.
+# imports and device cell. (The kernel finds device_sim on its PYTHONPATH, tests/.)
 INSTALL = """\
-import sys
-sys.path.insert(0, {tests!r})
 import device_sim
 device_sim.install({device!r})
 import numpy
@@ -93,43 +78,6 @@ gc.collect()
 COUNT = "print(device_sim.installed().operations)"
 
 
-def sanitizers() -> list[tuple[re.Pattern, str]]:
-    """The regexes of tests/nbval_sanitize.cfg, applied to both sides as nbval does."""
-    text = (TESTS / "nbval_sanitize.cfg").read_text(encoding="utf-8")
-    regexes = re.findall(r"^regex:\s*(.*)$", text, flags=re.MULTILINE)
-    replaces = re.findall(r"^replace:\s*(.*)$", text, flags=re.MULTILINE)
-    return [(re.compile(regex), replace) for regex, replace in zip(regexes, replaces)]
-
-
-def compared_text(cell, rules) -> str:
-    """What a cell printed (stdout) and returned (text/plain), sanitized."""
-    def joined(text):  # nbformat gives a str, the notebook file's JSON a list of lines
-        return "".join(text) if isinstance(text, list) else text
-
-    parts = []
-    for output in cell.get("outputs", []):
-        if output["output_type"] == "stream" and output["name"] == "stdout":
-            parts.append(joined(output["text"]))
-        elif output["output_type"] == "execute_result":
-            parts.append(joined(output["data"].get("text/plain", "")))
-    text = "".join(parts)
-    for regex, replace in rules:
-        text = regex.sub(replace, text)
-    return text
-
-
-def first_difference(expected: str, got: str) -> str:
-    for number, (want, have) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
-        if want != have:
-            return f"line {number}: expected {want!r}, got {have!r}"
-    return f"expected {len(expected.splitlines())} lines, got {len(got.splitlines())}"
-
-
-def first_line(source: str) -> str:
-    lines = [line for line in source.splitlines() if line.strip()]
-    return lines[0][:80] if lines else ""
-
-
 def run_chapters(device: str, chapters: list[Path]) -> dict[str, dict]:
     """Execute ``chapters`` in one kernel on the simulated ``device``; a report per chapter.
 
@@ -137,47 +85,15 @@ def run_chapters(device: str, chapters: list[Path]) -> dict[str, dict]:
     the chapter, if any), ``operations`` (torch calls that ran on
     the simulated device) and ``seconds``.
     """
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
     rules = sanitizers()
-    setup = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        INSTALL.format(tests=str(TESTS), device=device))])
-    client = NotebookClient(setup, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(BOOK)}})
     reports = {}
-
-    def run(cell, index):
-        client.execute_cell(cell, index)
-        return "".join(output.get("text", "") for output in cell.outputs
-                       if output["output_type"] == "stream")
-
-    with client.setup_kernel():
-        run(setup.cells[0], 0)
+    with Kernel.started(BOOK, CELL_TIMEOUT, with_pythonpath(TESTS)) as kernel:
+        kernel.run(INSTALL.format(device=device))
         for path in chapters:
-            notebook = nbformat.read(path, as_version=4)
-            client.nb = notebook
-            run(nbformat.v4.new_code_cell(RESET), 0)
+            kernel.run(RESET)
             started = time.perf_counter()
-            errors = []
-            for index, cell in enumerate(notebook.cells):
-                if cell.cell_type != "code":
-                    continue
-                expected = compared_text(cell, rules)
-                where = f"cell {index} ({first_line(cell.source)!r})"
-                try:
-                    client.execute_cell(cell, index)
-                except CellExecutionError as failure:
-                    errors.append(f"{where} raised {failure.ename}: {failure.evalue}")
-                    break  # the cells after it would fail for want of its results
-                if set(cell.metadata.get("tags", [])) & IGNORED_TAGS:
-                    continue
-                got = compared_text(cell, rules)
-                if got != expected:
-                    errors.append(f"{where} printed other output than on the CPU: "
-                                  f"{first_difference(expected, got)}")
-            operations = int(run(nbformat.v4.new_code_cell(COUNT), 0).split()[-1])
+            errors = kernel.run_chapter(path, rules)
+            operations = int(kernel.run(COUNT).split()[-1])
             reports[path.name] = {"errors": errors, "operations": operations,
                                   "seconds": round(time.perf_counter() - started, 1)}
     return reports
@@ -189,7 +105,7 @@ def run_in_subprocess(device: str, chapters: list[Path], threads: int,
         report = Path(folder) / "report.json"
         # BOOK_DEVICE_TEST: the training-heavy chapters (9 and 11) train a few steps and skip
         # their accuracy checks, which only cells whose output is not compared depend on.
-        environment = {**os.environ, "OMP_NUM_THREADS": str(threads),
+        environment = {**with_pythonpath(TOOLS, TESTS), "OMP_NUM_THREADS": str(threads),
                        "MKL_NUM_THREADS": str(threads), "BOOK_DEVICE_TEST": "1",
                        **KERNEL_PATHS[kernels]}
         command = [sys.executable, __file__, "--device", device, "--json", str(report),

@@ -6,23 +6,20 @@ exists. The time table has one row per chapter, and its estimates follow from th
 reading at about 150 words a minute (within 10 minutes), and the exercises 30 minutes more.
 """
 
-import json
 import re
 from pathlib import Path
 
 import pytest
+
+from notebooks import sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOK = REPO_ROOT / "book"
 CHAPTERS = {int(path.name[:2]): path for path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))}
 
 
-def _cells(path):
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
 def _markdown(path):
-    return "\n".join("".join(cell["source"]) for cell in _cells(path) if cell["cell_type"] == "markdown")
+    return "\n".join(sources(path, "markdown"))
 
 
 def _section(intro, title):

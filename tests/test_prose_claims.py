@@ -19,24 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from notebooks import cells, output_text, source
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLAIM_FILES = sorted((REPO_ROOT / "tests" / "prose_claims").glob("*.json"))
-
-
-def _text(cell):
-    return "".join(cell["source"])
-
-
-def _output_text(cell):
-    parts = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream":
-            parts.append("".join(output["text"]))
-        for kind in ("text/plain", "text/markdown", "text/html"):
-            if kind in output.get("data", {}):
-                data = output["data"][kind]
-                parts.append("".join(data) if isinstance(data, list) else data)
-    return "\n".join(parts)
 
 
 def _claims():
@@ -45,8 +31,8 @@ def _claims():
             yield pytest.param(path.stem, claim, id=f"{path.stem}-{index}")
 
 
-def _one(cells, kind, piece, chapter):
-    found = [cell for cell in cells if cell["cell_type"] == kind and piece in _text(cell)]
+def _one(notebook, kind, piece, chapter):
+    found = [cell for cell in cells(notebook, kind) if piece in source(cell)]
     assert len(found) == 1, f"{chapter}: {len(found)} {kind} cells hold {piece!r} (expected 1)"
     return found[0]
 
@@ -60,13 +46,12 @@ def test_every_claim_file_names_a_chapter():
 def test_prose_number_is_the_computed_number(chapter, claim):
     assert set(claim) == {"prose", "number", "cell"}, f"{chapter}: keys of {claim}"
     notebook = REPO_ROOT / "book" / f"{chapter}.ipynb"
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     number = claim["number"]
     assert number in claim["prose"], f"{chapter}: {number!r} is not in its prose {claim['prose']!r}"
-    _one(cells, "markdown", claim["prose"], chapter)
-    code = _one(cells, "code", claim["cell"], chapter)
+    _one(notebook, "markdown", claim["prose"], chapter)
+    code = _one(notebook, "code", claim["cell"], chapter)
     pattern = rf"(?<![\d.]){re.escape(number)}(?![\d])(?!\.\d)"
-    output = _output_text(code)
+    output = output_text(code)
     assert re.search(pattern, output), (
         f"{chapter}: the prose says {number} ({claim['prose']!r}), but the cell "
         f"{claim['cell']!r} prints:\n{output[:2000]}"

@@ -7,11 +7,12 @@ chapter, and the glossary's and the gallery's chapter links resolve. The checks 
 structure (table cells, links, labels), not their sentences, so rewording a page does not break them.
 """
 
-import json
 import re
 from pathlib import Path
 
 import pytest
+
+from notebooks import sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOK = REPO_ROOT / "book"
@@ -19,11 +20,6 @@ CHAPTERS = sorted(path for path in BOOK.glob("[0-9][0-9]_*.ipynb"))
 OPEN_EXERCISE_START = re.compile(r"^\*\*Exercise \d+ \(open\): [^*]+\*\*")
 COLLAPSED = re.compile(r"^:::\{admonition\} [^\n]+\n:class: dropdown\n\n.+?\n:::$", re.DOTALL | re.MULTILINE)
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
-
-
-def markdown_cells(path):
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"]
 
 
 def test_the_chapters_are_there():
@@ -34,7 +30,7 @@ def test_the_chapters_are_there():
 def test_one_open_exercise_with_a_collapsed_discussion(chapter):
     """The discussion follows the exercise in its cell, or is the answer of the next cell's question
     (chapter 13 asks its open exercise's question that way)."""
-    cells = markdown_cells(chapter)
+    cells = sources(chapter, "markdown")
     found = [i for i, text in enumerate(cells) if OPEN_EXERCISE_START.match(text)]
     assert len(found) == 1, f"{chapter.name}: {len(found)} open exercises"
     here, after = cells[found[0]], cells[found[0] + 1] if found[0] + 1 < len(cells) else ""
@@ -43,7 +39,7 @@ def test_one_open_exercise_with_a_collapsed_discussion(chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_chinese_summary_paragraphs_are_single_lines(chapter):
-    summaries = [text for text in markdown_cells(chapter) if text.startswith("## 中文小结")]
+    summaries = [text for text in sources(chapter, "markdown") if text.startswith("## 中文小结")]
     assert len(summaries) == 1, chapter.name
     for paragraph in summaries[0].split("\n\n")[1:]:
         lines = paragraph.split("\n")

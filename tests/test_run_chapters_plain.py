@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import run_chapters_plain as runner
-from test_devices import sanitizers
+from notebooks import BOOK, run_plain, sanitizers
 
 
 def test_a_chapter_run_without_jupyter_prints_what_it_stored():
-    report = runner.run_chapter(runner.REPO_ROOT / "book" / "05_feed_forward.ipynb", sanitizers())
+    report = run_plain(BOOK / "05_feed_forward.ipynb", sanitizers())
     assert report["device"] == "cpu"
     assert report["errors"] == [] and report["differences"] == [], report
 
@@ -36,7 +36,7 @@ def test_an_exception_stops_the_chapter_and_a_difference_is_listed(tmp_path):
         _code("1 / 0"),
         _code("print('never')", printed="never\n"),
     ])
-    report = runner.run_chapter(path, [])
+    report = run_plain(path, [])
     assert len(report["differences"]) == 1 and "cell 0" in report["differences"][0]
     assert len(report["errors"]) == 1 and "cell 3" in report["errors"][0]
     assert "ZeroDivisionError" in report["errors"][0]
@@ -46,8 +46,8 @@ def test_an_exception_stops_the_chapter_and_a_difference_is_listed(tmp_path):
 def test_seed_option_sets_the_seed_cell(tmp_path):
     path = _notebook(tmp_path, [_code("seed = 0  # every random number below follows from this seed\n"
                                       "print(seed)", printed="0\n")])
-    assert runner.run_chapter(path, [])["outputs"] == {"0": "0\n"}
-    assert runner.run_chapter(path, [], seed=3)["outputs"] == {"0": "3\n"}
+    assert run_plain(path, [])["outputs"] == {"0": "0\n"}
+    assert run_plain(path, [], seed=3)["outputs"] == {"0": "3\n"}
 
 
 def test_device_option_fails_a_chapter_run_elsewhere(tmp_path):

@@ -3,17 +3,13 @@
 ``tools/run_chapters_plain.py --seed N`` runs a chapter with its ``seed = 0`` cell set to N.
 """
 
-import json
 import re
 
-import run_chapters_plain as runner
-
-BOOK = runner.REPO_ROOT / "book"
+from notebooks import BOOK, run_plain, sources
 
 
 def markdown(chapter: str) -> str:
-    cells = json.loads((BOOK / chapter).read_text(encoding="utf-8"))["cells"]
-    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+    return "\n".join(sources(BOOK / chapter, "markdown"))
 
 
 def test_chapter_4s_range_over_five_other_seeds_is_measured():
@@ -23,7 +19,7 @@ def test_chapter_4s_range_over_five_other_seeds_is_measured():
     assert claimed, "the prose no longer states the range over other seeds"
     ratios = []
     for seed in range(1, 6):
-        report = runner.run_chapter(BOOK / chapter, [], seed=seed)
+        report = run_plain(BOOK / chapter, [], seed=seed)
         assert not report["errors"], report["errors"]  # the cell's own asserts held
         printed = "".join(report["outputs"].values())
         ratios.append(re.search(r"post-norm: layer 12 / layer 1 = (\d\.\d\d)", printed).group(1))

@@ -11,7 +11,7 @@ from importlib.resources import files
 
 import pytest
 
-from test_devices import KERNEL_PATHS
+from notebooks import KERNEL_PATHS
 from transformer_book import training_spread
 
 RECORD = json.loads((files("transformer_book") / "weights" / "training_spread.json").read_text("utf-8"))

@@ -12,30 +12,10 @@ against the package its predecessors define; it prints how long each chapter too
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import export_package
-
-
-def execute(path: Path, timeout: int) -> float:
-    notebook = nbformat.read(path, as_version=4)
-    started = time.perf_counter()
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute()
-    elapsed = time.perf_counter() - started
-    nbformat.write(notebook, path)
-    return elapsed
+from notebooks import execute
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ steps), chapter 11 four variants of it (80 steps each), chapter 12 the number-wo
 steps), chapter 15 a small GPT on the poems (40 steps). The same seed repeats a run on one machine, but another CPU or a GPU rounds differently, and
 training grows the differences; so the figure a reader sees is that run's, and what the chapter
 claims about it must hold over machines and seeds. This tool trains each run exactly as its chapter
-does, for ``--seeds`` and on each kernel path of ``tests/test_devices.KERNEL_PATHS`` (this CPU's own
+does, for ``--seeds`` and on each kernel path of ``KERNEL_PATHS`` (tools/notebooks.py: this CPU's own
 kernels, AVX2 and the portable ones: other CPUs' numerics on this one), one PyTorch thread per run,
 two runs at a time, and writes ``src/transformer_book/weights/training_spread.json``: every run's
 figures, and the machine. The chapters print the range beside their own run's figure
@@ -26,9 +26,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-from test_devices import KERNEL_PATHS
+from notebooks import KERNEL_PATHS, REPO_ROOT
 
 RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "training_spread.json"
 SEEDS = (0, 1, 2, 3, 4)

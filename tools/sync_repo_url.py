@@ -34,6 +34,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from export_package import chapter_notebooks
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The Colab badge, inlined as a PNG data: URI so that it shows in Colab, in a downloaded notebook and
 # in the offline book alike, with no file beside the notebook and no network. (Markdown renderers,
@@ -226,9 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="report instead of rewriting")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from export_package import chapter_notebooks
-
     all_problems = []
     for notebook in chapter_notebooks():
         all_problems += problems_in(notebook, fix=not args.check)

@@ -1,0 +1,348 @@
+"""The book's notebook toolkit: read the chapters, run them, compare their outputs, check generated files.
+
+One module for the tools and the tests alike. The tools import it as a sibling (``import notebooks``:
+Python puts a script's folder first on its path, so ``python tools/NAME.py`` finds it); the tests find
+it through pytest's ``pythonpath`` setting (pyproject.toml). Nothing edits ``sys.path``.
+
+Reading (the notebook file's JSON, as committed):
+    ``chapters()``, ``cells(path, kind=None)``, ``sources(path, kind)``, ``source(cell)``,
+    ``tags(cell)``, ``printed(cell)``, ``output_text(cell)``.
+Comparing (as nbval does, after the rules of tests/nbval_sanitize.cfg):
+    ``sanitizers()``, ``sanitize(text, rules)``, ``compared_text(cell, rules)``, ``is_compared(cell)``,
+    ``first_difference(expected, got)``, ``first_line(source)``.
+Running:
+    ``run_plain(path, rules, seed=None)``: the code cells in one namespace with plain ``exec``
+    (no Jupyter: tools/run_chapters_plain.py, for a machine with a GPU but no kernel);
+    ``execute(path, timeout)``: in a fresh Jupyter kernel (nbclient), saved in place with its outputs;
+    ``Kernel``: one Jupyter kernel that runs setup code and chapters in turn (tests/test_devices.py).
+    ``KERNEL_PATHS``: the environment that gives this CPU another CPU's numerics.
+Checking generated files (every tool's ``--check``):
+    ``regenerate_and_compare(write, committed, compare)``: write into a temporary folder, compare.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import os
+import re
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BOOK = REPO_ROOT / "book"
+TOOLS = REPO_ROOT / "tools"
+TESTS = REPO_ROOT / "tests"
+SANITIZE_FILE = TESTS / "nbval_sanitize.cfg"
+IGNORED_TAGS = {"nbval-ignore-output", "nbval-skip"}  # cells run, not compared
+
+# The numerics of other x86 CPUs, reproduced on this one: PyTorch's own kernels
+# (ATEN_CPU_CAPABILITY), MKL's matrix products (MKL_ENABLE_INSTRUCTIONS) and oneDNN's each pick
+# their code for the CPU they find. Set before torch loads. "native" is this CPU's own choice.
+KERNEL_PATHS = {
+    "native": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                "ONEDNN_MAX_CPU_ISA": "SSE41"},
+}
+
+SEED_LINE = re.compile(r"^seed = 0\b", flags=re.MULTILINE)  # a chapter's seed cell
+
+
+# --- Reading ------------------------------------------------------------------------------------
+def chapters() -> list[Path]:
+    """The chapters, book/NN_name.ipynb, in order."""
+    return sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+
+
+def cells(path: Path, kind: str | None = None) -> list[dict]:
+    """The notebook's cells as stored (JSON dicts); only those of ``kind`` ("code", "markdown")."""
+    found = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    return [cell for cell in found if kind is None or cell["cell_type"] == kind]
+
+
+def joined(text: str | list[str]) -> str:
+    """A source or an output's text: the file's JSON gives a list of lines, nbformat a str."""
+    return "".join(text) if isinstance(text, list) else text
+
+
+def source(cell) -> str:
+    return joined(cell["source"])
+
+
+def sources(path: Path, kind: str) -> list[str]:
+    """The source of each cell of ``kind``, in order."""
+    return [source(cell) for cell in cells(path, kind)]
+
+
+def tags(cell) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def printed(cell) -> str:
+    """What a code cell wrote to its streams (stdout and stderr), as stored."""
+    return "".join(joined(output["text"]) for output in cell.get("outputs", [])
+                   if output["output_type"] == "stream")
+
+
+def output_text(cell) -> str:
+    """Every text a code cell shows: its streams, and the plain, markdown and HTML of its results."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            parts.append(joined(output["text"]))
+        for kind in ("text/plain", "text/markdown", "text/html"):
+            if kind in output.get("data", {}):
+                parts.append(joined(output["data"][kind]))
+    return "\n".join(parts)
+
+
+# --- Comparing ----------------------------------------------------------------------------------
+Rules = list[tuple[re.Pattern, str]]
+
+
+def sanitizers() -> Rules:
+    """The regexes of tests/nbval_sanitize.cfg, applied to both sides as nbval does."""
+    text = SANITIZE_FILE.read_text(encoding="utf-8")
+    regexes = re.findall(r"^regex:\s*(.*)$", text, flags=re.MULTILINE)
+    replaces = re.findall(r"^replace:\s*(.*)$", text, flags=re.MULTILINE)
+    return [(re.compile(regex), replace) for regex, replace in zip(regexes, replaces)]
+
+
+def sanitize(text: str, rules: Rules) -> str:
+    for regex, replace in rules:
+        text = regex.sub(replace, text)
+    return text
+
+
+def compared_text(cell, rules: Rules) -> str:
+    """What a cell printed (stdout) and returned (text/plain), sanitized: what nbval compares."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output["output_type"] == "stream" and output["name"] == "stdout":
+            parts.append(joined(output["text"]))
+        elif output["output_type"] == "execute_result":
+            parts.append(joined(output["data"].get("text/plain", "")))
+    return sanitize("".join(parts), rules)
+
+
+def is_compared(cell) -> bool:
+    """Whether the tests compare the cell's output (it is not tagged to be ignored)."""
+    return not tags(cell) & IGNORED_TAGS
+
+
+def first_difference(expected: str, got: str) -> str:
+    for number, (want, have) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
+        if want != have:
+            return f"line {number}: expected {want!r}, got {have!r}"
+    return f"expected {len(expected.splitlines())} lines, got {len(got.splitlines())}"
+
+
+def first_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[0][:80] if lines else ""
+
+
+def where(index: int, cell_source: str) -> str:
+    """How a report names a cell."""
+    return f"cell {index} ({first_line(cell_source)!r})"
+
+
+# --- Running: plain exec, no Jupyter ------------------------------------------------------------
+def run_cell(cell_source: str, namespace: dict) -> str:
+    """Execute ``cell_source`` as a notebook cell: stdout, then the repr of a last expression."""
+    tree = ast.parse(cell_source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    if last is not None and cell_source.rstrip().endswith(";"):
+        tree.body.append(last)  # a trailing semicolon hides the value, as in Jupyter
+        last = None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(tree, "<cell>", "exec"), namespace)  # noqa: S102 - running the chapter is the point
+        value = None
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+    text = out.getvalue()
+    if value is not None and not hasattr(value, "_ipython_display_"):
+        text += repr(value)  # what Jupyter stores as text/plain
+    return text
+
+
+def run_plain(path: Path, rules: Rules, seed: int | None = None) -> dict:
+    """Run a chapter's code cells in order in one fresh namespace (its folder the working directory).
+
+    The report: ``device`` (the chapter's ``device``), ``errors`` (the exception that stopped the
+    chapter), ``differences`` (compared outputs other than the stored ones, stripped), ``outputs``
+    (every code cell's, sanitized, by index) and ``seconds``. ``seed`` replaces the seed cell's 0.
+    """
+    import torch
+
+    namespace = {"__name__": "__main__", "display": lambda *objects, **options: None}
+    errors, differences, outputs, started = [], [], {}, time.perf_counter()
+    cwd = os.getcwd()
+    os.chdir(path.parent)
+    torch.set_default_dtype(torch.float32)
+    with contextlib.suppress(ImportError):
+        import pandas  # a notebook kernel is no terminal: pandas wraps wide frames at 80 columns
+
+        pandas.set_option("display.max_columns", 20)
+        pandas.set_option("display.width", 80)
+    try:
+        for index, cell in enumerate(cells(path)):
+            if cell["cell_type"] != "code":
+                continue
+            text = source(cell)
+            if seed is not None:
+                text = SEED_LINE.sub(f"seed = {seed}", text)
+            try:
+                got = run_cell(text, namespace)
+            except BaseException as failure:  # noqa: BLE001 - report and stop the chapter
+                errors.append(f"{where(index, text)} raised {type(failure).__name__}: {failure}\n"
+                              + "".join(traceback.format_exc(limit=-3)))
+                break
+            got = outputs[str(index)] = sanitize(got, rules)
+            if not is_compared(cell):
+                continue
+            expected = compared_text(cell, rules)
+            if got.strip() != expected.strip():
+                differences.append(f"{where(index, text)}: {first_difference(expected.strip(), got.strip())}")
+    finally:
+        os.chdir(cwd)
+    device = str(namespace.get("device", "?"))
+    return {"device": device, "errors": errors, "differences": differences, "outputs": outputs,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+# --- Running: Jupyter kernels (nbclient) --------------------------------------------------------
+def execute(path: Path, timeout: int) -> float:
+    """Execute a notebook top to bottom in a fresh kernel and save it in place; the seconds it took."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    started = time.perf_counter()
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    elapsed = time.perf_counter() - started
+    nbformat.write(notebook, path)
+    return elapsed
+
+
+def with_pythonpath(*folders: Path, environment: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environment`` (default: this process's) with ``folders`` first on PYTHONPATH."""
+    environment = dict(os.environ if environment is None else environment)
+    paths = [str(folder) for folder in folders]
+    if environment.get("PYTHONPATH"):
+        paths.append(environment["PYTHONPATH"])
+    environment["PYTHONPATH"] = os.pathsep.join(paths)
+    return environment
+
+
+class Kernel:
+    """One Jupyter kernel, started in ``folder``, that runs code and chapters in turn.
+
+    ``with Kernel.started(BOOK, timeout, env) as kernel:`` then ``kernel.run(code)`` (its stdout) and
+    ``kernel.run_chapter(path, rules)`` (what differed from the stored outputs, then the exception
+    that stopped the chapter). ``env`` is the kernel's environment (default: this process's).
+    """
+
+    def __init__(self, client):
+        self.client = client
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, folder: Path, timeout: int, env: Mapping[str, str] | None = None) -> Iterator[Kernel]:
+        import nbformat
+        from nbclient import NotebookClient
+
+        client = NotebookClient(nbformat.v4.new_notebook(), timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(folder)}})
+        options = {} if env is None else {"env": dict(env)}
+        with client.setup_kernel(**options):
+            yield cls(client)
+
+    def run(self, code: str) -> str:
+        """Run ``code`` as a cell of its own; what it wrote to its streams."""
+        import nbformat
+
+        cell = nbformat.v4.new_code_cell(code)
+        chapter, self.client.nb = self.client.nb, nbformat.v4.new_notebook(cells=[cell])
+        try:
+            self.client.execute_cell(cell, 0)
+        finally:
+            self.client.nb = chapter
+        return "".join(output.get("text", "") for output in cell.outputs
+                       if output["output_type"] == "stream")
+
+    def run_chapter(self, path: Path, rules: Rules) -> list[str]:
+        """Run a chapter's code cells in this kernel's namespace; the outputs that differ from the
+        stored ones (compared cells only), then the exception that stopped the chapter, if any."""
+        import nbformat
+        from nbclient.exceptions import CellExecutionError
+
+        notebook = nbformat.read(path, as_version=4)
+        self.client.nb = notebook
+        errors = []
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code":
+                continue
+            expected = compared_text(cell, rules)
+            try:
+                self.client.execute_cell(cell, index)
+            except CellExecutionError as failure:
+                errors.append(f"{where(index, cell.source)} raised {failure.ename}: {failure.evalue}")
+                break  # the cells after it would fail for want of its results
+            if not is_compared(cell):
+                continue
+            got = compared_text(cell, rules)
+            if got != expected:
+                errors.append(f"{where(index, cell.source)} printed other output than on the CPU: "
+                              f"{first_difference(expected, got)}")
+        return errors
+
+
+# --- Checking generated files (--check) ---------------------------------------------------------
+Compare = Callable[[Path, Path], list[str]]  # (new file, committed file) -> what differs
+
+
+def same_bytes(new: Path, old: Path) -> list[str]:
+    """The file's name if its bytes differ, else nothing."""
+    return [] if new.read_bytes() == old.read_bytes() else [new.name]
+
+
+def differing_files(scratch: Path, committed: Path | Mapping[str, Path],
+                    compare: Mapping[str, Compare] | None = None,
+                    written: Iterable[Path] | None = None) -> list[str]:
+    """What differs between each file in ``scratch`` and the committed one of its name.
+
+    ``committed`` is a folder, or a {name: path}. A file missing there is named; others are compared
+    byte for byte, or with ``compare[name]`` (which lists what differs, e.g. ignoring timings).
+    The files are taken in the order of ``written`` if given, else by name.
+    """
+    found = []
+    files = sorted(path for path in scratch.iterdir() if path.is_file()) if written is None else written
+    for new in files:
+        old = committed / new.name if isinstance(committed, Path) else committed.get(new.name)
+        if old is None or not old.exists():
+            found.append(new.name)
+        else:
+            found += (compare or {}).get(new.name, same_bytes)(new, old)
+    return found
+
+
+def regenerate_and_compare(write: Callable[[Path], object], committed: Path | Mapping[str, Path],
+                           compare: Mapping[str, Compare] | None = None) -> list[str]:
+    """``write(folder)`` into a temporary folder, then ``differing_files`` against ``committed``
+    (in the order of the paths ``write`` returns, if it returns a list or tuple of them)."""
+    with tempfile.TemporaryDirectory() as folder:
+        written = write(Path(folder))
+        paths = written if written and isinstance(written, list | tuple) and all(
+            isinstance(path, Path) for path in written) else None
+        return differing_files(Path(folder), committed, compare, paths)
