@@ -23,17 +23,13 @@ import argparse
 import hashlib
 import io
 import json
-import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "src"))
-
-from transformer_book.gpt import GPT, GPTConfig  # after the path is set
+from notebooks import REPO_ROOT, regenerate_and_compare
+from transformer_book.gpt import GPT, GPTConfig
 from transformer_book.poems import CharVocabulary
 from transformer_book.poet import HISTORY_FILE, WEIGHTS_FILE, Poet
 
@@ -154,13 +150,7 @@ def load_poet(json_path: Path = OUT_DIR / f"{NAME}.json") -> tuple[Poet, dict]:
 
 def check(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> list[str]:
     """Export again into a scratch folder; the names of the files that differ."""
-    with tempfile.TemporaryDirectory() as scratch:
-        paths = export(Path(scratch), weights_dir)
-        return [
-            path.name for path in paths
-            if not (out_dir / path.name).exists()
-            or (out_dir / path.name).read_bytes() != path.read_bytes()
-        ]  # fmt: skip
+    return regenerate_and_compare(lambda folder: export(folder, weights_dir), out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,16 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "src"))
-
+from notebooks import REPO_ROOT, differing_files, regenerate_and_compare
 from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob
 from transformer_book.masking import padding_mask
 from transformer_book.model import make_model
@@ -141,22 +137,34 @@ def write(saved: dict, record: dict, folder: Path) -> None:
     (folder / RUNS_FILE).write_text(text + "\n", encoding="utf-8")
 
 
-def differences(new: Path, old: Path) -> list[str]:
+def weights_differences(new: Path, old: Path) -> list[str]:
+    """What differs between two numbers.pt: each checkpoint's tensors, then the rest."""
     found = []
-    ours = torch.load(new / WEIGHTS_FILE, weights_only=True)
-    theirs = torch.load(old / WEIGHTS_FILE, weights_only=True)
+    ours = torch.load(new, weights_only=True)
+    theirs = torch.load(old, weights_only=True)
     for steps, state in theirs["checkpoints"].items():
         for name, value in state.items():
             if not torch.equal(ours["checkpoints"].get(steps, {}).get(name, torch.empty(0)), value):
                 found.append(f"{WEIGHTS_FILE}: checkpoint {steps}, tensor {name}")
     if {k: v for k, v in ours.items() if k != "checkpoints"} != {k: v for k, v in theirs.items() if k != "checkpoints"}:
         found.append(f"{WEIGHTS_FILE}: configuration or history")
-    records = [json.loads((folder / RUNS_FILE).read_text(encoding="utf-8")) for folder in (new, old)]
+    return found
+
+
+def runs_differences(new: Path, old: Path) -> list[str]:
+    """Whether two numbers_runs.json record other decodings (the time aside)."""
+    records = [json.loads(path.read_text(encoding="utf-8")) for path in (new, old)]
     for record in records:
         record.pop("seconds", None)
-    if records[0] != records[1]:
-        found.append(f"{RUNS_FILE}: decodings")
-    return found
+    return [f"{RUNS_FILE}: decodings"] if records[0] != records[1] else []
+
+
+COMPARE = {WEIGHTS_FILE: weights_differences, RUNS_FILE: runs_differences}
+
+
+def differences(new: Path, old: Path) -> list[str]:
+    """What differs between the files written to ``new`` and those in ``old`` (the time aside)."""
+    return differing_files(new, old, COMPARE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         size = (WEIGHTS_DIR / WEIGHTS_FILE).stat().st_size + (WEIGHTS_DIR / RUNS_FILE).stat().st_size
         print(f"wrote {WEIGHTS_FILE} and {RUNS_FILE} ({size / 1e6:.2f} MB) to {WEIGHTS_DIR}")
         return 0
-    with tempfile.TemporaryDirectory() as folder:
-        write(saved, record, Path(folder))
-        found = differences(Path(folder), WEIGHTS_DIR)
+    found = regenerate_and_compare(lambda folder: write(saved, record, folder), WEIGHTS_DIR, COMPARE)
     if found:
         print("differs from the shipped files:\n  " + "\n  ".join(found))
         return 1

@@ -19,13 +19,13 @@ import argparse
 import io
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from notebooks import REPO_ROOT, regenerate_and_compare
+
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SAMPLES = 200
 
@@ -79,19 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
-    from transformer_book.poet import HISTORY_FILE, WEIGHTS_FILE
+    from transformer_book.poet import WEIGHTS_FILE
 
     if not args.check:
         result = train_and_write(args.out, args.steps)
         print(f"trained in {result['minutes']:.1f} min; held-out perplexity "
               f"{result['held_out_perplexity']}; wrote {args.out / WEIGHTS_FILE}")
         return 0
-    with tempfile.TemporaryDirectory() as scratch:
-        result = train_and_write(Path(scratch), args.steps)
-        different = [
-            name for name in (WEIGHTS_FILE, HISTORY_FILE)
-            if (Path(scratch) / name).read_bytes() != (args.out / name).read_bytes()
-        ]
+    results = []
+    different = regenerate_and_compare(
+        lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
+    result = results[0]
     print(f"retrained in {result['minutes']:.1f} min")
     if different:
         print(f"differs from {args.out}: {', '.join(different)}", file=sys.stderr)

@@ -35,16 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "src"))
-
+from notebooks import REPO_ROOT, differing_files, regenerate_and_compare
 from transformer_book import translation
 from transformer_book.subwords import (
     MERGES_FILE,
@@ -157,14 +153,15 @@ def write(merges: list, saved: dict, record: dict, weights_dir: Path, data_dir: 
     (weights_dir / RUNS_FILE).write_text(text + "\n", encoding="utf-8")
 
 
-def differences(out_dir: Path, weights_dir: Path, data_dir: Path) -> list[str]:
-    """What differs between a run written to ``out_dir`` and the shipped files,
-    ignoring the timings."""
+def merges_differences(new: Path, old: Path) -> list[str]:
+    return [MERGES_FILE] if read_merges(new) != read_merges(old) else []
+
+
+def weights_differences(new: Path, old: Path) -> list[str]:
+    """What differs between two tatoeba_en_zh.pt: each tensor, then each other entry."""
     found = []
-    if read_merges(out_dir / MERGES_FILE) != read_merges(data_dir / MERGES_FILE):
-        found.append(MERGES_FILE)
-    ours = torch.load(out_dir / WEIGHTS_FILE, weights_only=True)
-    theirs = torch.load(weights_dir / WEIGHTS_FILE, weights_only=True)
+    ours = torch.load(new, weights_only=True)
+    theirs = torch.load(old, weights_only=True)
     for key in sorted(set(ours) | set(theirs)):
         if key == "state_dict":
             for name, value in theirs[key].items():
@@ -172,16 +169,32 @@ def differences(out_dir: Path, weights_dir: Path, data_dir: Path) -> list[str]:
                     found.append(f"{WEIGHTS_FILE}: tensor {name}")
         elif ours.get(key) != theirs.get(key):
             found.append(f"{WEIGHTS_FILE}: {key}")
-    new, old = (
-        json.loads((folder / RUNS_FILE).read_text(encoding="utf-8"))
-        for folder in (out_dir, weights_dir)
-    )
-    for record in (new, old):
+    return found
+
+
+def runs_differences(new: Path, old: Path) -> list[str]:
+    """Whether two runs records differ, the timings and torch's version aside."""
+    records = [json.loads(path.read_text(encoding="utf-8")) for path in (new, old)]
+    for record in records:
         record.pop("timing_seconds", None)
         record["settings"].pop("torch", None)
-    if new != old:
-        found.append(f"{RUNS_FILE}: histories or translations")
-    return found
+    return [f"{RUNS_FILE}: histories or translations"] if records[0] != records[1] else []
+
+
+COMPARE = {MERGES_FILE: merges_differences, WEIGHTS_FILE: weights_differences,
+           RUNS_FILE: runs_differences}
+
+
+def shipped(weights_dir: Path, data_dir: Path) -> dict[str, Path]:
+    """Where each of the three files is shipped."""
+    return {MERGES_FILE: data_dir / MERGES_FILE, WEIGHTS_FILE: weights_dir / WEIGHTS_FILE,
+            RUNS_FILE: weights_dir / RUNS_FILE}
+
+
+def differences(out_dir: Path, weights_dir: Path, data_dir: Path) -> list[str]:
+    """What differs between a run written to ``out_dir`` and the shipped files,
+    ignoring the timings."""
+    return differing_files(out_dir, shipped(weights_dir, data_dir), COMPARE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,9 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         write(merges, saved, record, weights_dir, data_dir)
         print(f"wrote {MERGES_FILE} to {data_dir}, {WEIGHTS_FILE} and {RUNS_FILE} to {weights_dir}")
         return 0
-    with tempfile.TemporaryDirectory() as folder:
-        write(merges, saved, record, Path(folder), Path(folder))
-        found = differences(Path(folder), WEIGHTS_DIR, DATA_DIR)
+    found = regenerate_and_compare(lambda folder: write(merges, saved, record, folder, folder),
+                                   shipped(WEIGHTS_DIR, DATA_DIR), COMPARE)
     if found:
         print("differs from the shipped files:\n  " + "\n  ".join(found))
         return 1
