@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import export_playground
+import playground_files
+import playground_tasks
 from browser_support import local_only_tab, script_tab, serve
 from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.masking import subsequent_mask
@@ -162,7 +163,7 @@ def export_random(directory: Path, name: str, config: dict, **fields) -> None:
     meta = {"title": "placeholder", "config": config, "pad_id": 0, "start_id": 1}
     meta.update(end_id=2, max_new_tokens=11, examples=[], **fields)
     model = make_model(**config).eval()
-    export_playground.export_model(model, meta, name, directory / "playground")
+    playground_files.export_model(model, meta, name, directory / "playground")
     for script in PLAYGROUND.glob("*.js"):  # transformer.js and the modules it imports
         shutil.copy(script, directory / "playground")
 
@@ -207,7 +208,7 @@ def random_export(tmp_path_factory):
 )
 def test_parity_on_a_random_model(browser, random_export, name, inputs):
     json_path = random_export / "playground" / f"{name}.json"
-    model, meta = export_playground.load_model(json_path)
+    model, meta = playground_files.load_model(json_path)
     results = run_in_browser(browser, random_export, json_path.name, inputs)
     worst = check_parity(model, meta, inputs, results)
     print(f"{name}: largest logit difference {worst:.2e}")
@@ -217,7 +218,7 @@ def committed_tasks() -> list[str]:
     manifest = PLAYGROUND / "manifest.json"
     if not manifest.exists():
         return []
-    trained = {spec.name for spec in export_playground.TASKS}  # the translator: its own tests
+    trained = {spec.name for spec in playground_tasks.TASKS}  # the translator: its own tests
     return [
         task["file"]
         for task in json.loads(manifest.read_text(encoding="utf-8"))["tasks"]
@@ -232,14 +233,14 @@ def test_the_page_has_a_trained_model():
     assert committed_tasks(), (
         "no manifest.json: run `python tools/export_playground.py`"
     )
-    specs = {spec.name: spec for spec in export_playground.TASKS}
+    specs = {spec.name: spec for spec in playground_tasks.TASKS}
     for json_name in committed_tasks():
-        model, meta = export_playground.load_model(PLAYGROUND / json_name)
+        model, meta = playground_files.load_model(PLAYGROUND / json_name)
         spec = specs[meta["name"]]
         assert meta["training"]["steps"] == spec.steps
-        assert meta["weights"]["bytes"] < export_playground.MAX_BYTES
-        task = export_playground.resolve(spec.factory)()
-        held_out = export_playground.held_out_pairs(spec)
+        assert meta["weights"]["bytes"] < playground_files.MAX_BYTES
+        task = playground_tasks.resolve(spec.factory)()
+        held_out = playground_tasks.held_out_pairs(spec)
         accuracy = exact_match_accuracy(model, task, held_out, "cpu")
         assert round(accuracy, 4) == meta["training"]["held_out_exact_match"]
         assert meta["training"]["held_out_pairs"] == len(held_out)
@@ -252,7 +253,7 @@ def test_the_page_has_a_trained_model():
 def test_the_number_words_are_the_packages_final_model():
     from transformer_book.numerals import NUMBERS_TRAINING, trained_numbers_model
 
-    model, meta = export_playground.load_model(PLAYGROUND / "numbers.json")
+    model, meta = playground_files.load_model(PLAYGROUND / "numbers.json")
     final, history = trained_numbers_model()
     for name, value in final.state_dict().items():
         assert torch.equal(value, model.state_dict()[name]), name
@@ -273,16 +274,16 @@ def test_the_manifest_gives_each_tasks_download():
 def test_the_examples_are_held_out_and_the_wrong_one_is_said(json_name):
     """The page's examples: held-out inputs it gets right, then the first it gets wrong
     (the page says so); their answers are the held-out targets."""
-    model, meta = export_playground.load_model(PLAYGROUND / json_name)
-    spec = {spec.name: spec for spec in export_playground.TASKS}[meta["name"]]
-    task = export_playground.resolve(spec.factory)()
-    held_out = export_playground.held_out_pairs(spec)
-    right = export_playground.greedy_right(model, task, held_out)
-    texts = [export_playground.as_text(source, task.source_vocab) for source, _ in held_out]
+    model, meta = playground_files.load_model(PLAYGROUND / json_name)
+    spec = {spec.name: spec for spec in playground_tasks.TASKS}[meta["name"]]
+    task = playground_tasks.resolve(spec.factory)()
+    held_out = playground_tasks.held_out_pairs(spec)
+    right = playground_tasks.greedy_right(model, task, held_out)
+    texts = [playground_tasks.as_text(source, task.source_vocab) for source, _ in held_out]
     indices = [texts.index(example) for example in meta["examples"]]
     assert meta["example_right"] == [right[index] for index in indices]
     assert meta["example_answers"] == [
-        export_playground.as_text(held_out[index][1], task.target_vocab) for index in indices
+        playground_tasks.as_text(held_out[index][1], task.target_vocab) for index in indices
     ]
     wrong = [index for index, ok in enumerate(right) if not ok]
     assert meta["example_right"] == [True] * (len(meta["examples"]) - 1) + [not wrong]
@@ -299,7 +300,7 @@ def test_why_not_100_percent_matches_each_models_training():
     smoothing_default = __import__("inspect").signature(train_model).parameters["smoothing"]
     top = {}
     for name in ("dates", "numbers"):
-        model, meta = export_playground.load_model(PLAYGROUND / f"{name}.json")
+        model, meta = playground_files.load_model(PLAYGROUND / f"{name}.json")
         smoothing = meta["training"].get("smoothing", smoothing_default.default)
         assert smoothing == {"dates": 0.1, "numbers": 0.0}[name]
         probabilities = []
@@ -327,7 +328,7 @@ def test_why_not_100_percent_matches_each_models_training():
 
 @pytest.mark.parametrize("json_name", committed_tasks())
 def test_parity_on_the_committed_model(browser, json_name):
-    model, meta = export_playground.load_model(PLAYGROUND / json_name)
+    model, meta = playground_files.load_model(PLAYGROUND / json_name)
     inputs = list(meta["examples"]) + list(meta.get("parity_inputs", []))
     results = run_in_browser(browser, STATIC, json_name, inputs)
     worst = check_parity(model, meta, inputs, results)
@@ -384,10 +385,10 @@ def test_export_round_trip(tmp_path, options):
         **options,
     )
     model = make_model(**config)
-    json_path, bin_path = export_playground.export_model(
+    json_path, bin_path = playground_files.export_model(
         model, placeholder_meta(config), "m", tmp_path
     )
-    loaded, meta = export_playground.load_model(json_path)
+    loaded, meta = playground_files.load_model(json_path)
     original, reloaded = model.state_dict(), loaded.state_dict()
     assert list(original) == list(reloaded)
     for name in original:
@@ -405,7 +406,7 @@ def test_export_round_trip(tmp_path, options):
         assert (
             loaded.generator.proj.weight is loaded.target_embed.embeddings.lookup.weight
         )  # still tied
-    export_playground.check_round_trip(
+    playground_tasks.check_round_trip(
         model, json_path
     )  # the same function, not only the same numbers
 
@@ -421,10 +422,10 @@ def test_export_is_byte_for_byte_reproducible(tmp_path):
     }
     torch.manual_seed(3)
     model = make_model(**config)
-    first = export_playground.export_model(
+    first = playground_files.export_model(
         model, placeholder_meta(config), "a", tmp_path / "one"
     )
-    second = export_playground.export_model(
+    second = playground_files.export_model(
         model, placeholder_meta(config), "a", tmp_path / "two"
     )
     for one, two in zip(first, second):
@@ -440,14 +441,14 @@ def test_loader_refuses_a_damaged_file(tmp_path):
         "d_ff": 32,
         "heads": 2,
     }
-    json_path, bin_path = export_playground.export_model(
+    json_path, bin_path = playground_files.export_model(
         make_model(**config), placeholder_meta(config), "m", tmp_path
     )
     data = bytearray(bin_path.read_bytes())
     data[0] ^= 1
     bin_path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="m.bin does not match"):
-        export_playground.load_model(json_path)
+        playground_files.load_model(json_path)
 
 
 def test_exporter_refuses_a_model_over_the_size_limit(tmp_path):
@@ -463,13 +464,13 @@ def test_exporter_refuses_a_model_over_the_size_limit(tmp_path):
         ValueError,
         match=r"big\.bin would be [\d,]+ bytes; the playground's limit is 1,000,000",
     ):
-        export_playground.export_model(
+        playground_files.export_model(
             make_model(**config), placeholder_meta(config), "big", tmp_path
         )
     with pytest.raises(ValueError, match=r"lacks \['examples'\]"):
         meta = placeholder_meta(config)
         del meta["examples"]
-        export_playground.export_model(make_model(**config), meta, "m", tmp_path)
+        playground_files.export_model(make_model(**config), meta, "m", tmp_path)
 
 
 # --- 3. The built page ----------------------------------------------------------------

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import export_playground
+import playground_files
+import playground_translator
 from browser_support import local_only_tab, script_tab, serve
 from transformer_book.tatoeba import tatoeba_split
 from transformer_book.translation import Translator, corpus_scores, pretrained_translator
@@ -30,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
 PLAYGROUND = STATIC / "playground"
 JSON_PATH = PLAYGROUND / "translator.json"
-BLEU_PATH = PLAYGROUND / export_playground.BLEU_FILE
+BLEU_PATH = PLAYGROUND / playground_translator.BLEU_FILE
 CHAPTER_14_RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "tatoeba_en_zh_runs.json"
 SAMPLE = range(0, 1000, 50)  # 20 test sentences translated again
 
@@ -49,7 +50,7 @@ def shipped():
 @pytest.fixture(scope="module")
 def exported():
     """The 8-bit file loaded into the package's model, as a Translator; its metadata."""
-    model, meta = export_playground.load_model(JSON_PATH)
+    model, meta = playground_files.load_model(JSON_PATH)
     translator, _ = pretrained_translator()
     return Translator(
         model, translator.bpe.merges, translator.source_vocab, translator.target_vocab,
@@ -70,14 +71,14 @@ def test_the_task_fits_in_4_mb():
     task = {entry["name"]: entry for entry in manifest["tasks"]}["translator"]
     sizes = (PLAYGROUND / "translator.bin").stat().st_size, JSON_PATH.stat().st_size
     assert (task["bytes"], task["json_bytes"]) == sizes
-    assert sum(sizes) <= export_playground.TRANSLATOR_MAX_BYTES == 4_000_000
+    assert sum(sizes) <= playground_translator.TRANSLATOR_MAX_BYTES == 4_000_000
     print(f"translator: {sizes[0]:,} bytes of weights + {sizes[1]:,} of JSON")
 
 
 def test_the_weights_are_the_shipped_translator_in_8_bits(shipped, exported):
     model, meta = exported[0].model, exported[1]
     assert meta["weights"]["quantized"] == "int8 rows"
-    expected = export_playground.quantized_state(shipped.model)
+    expected = playground_files.quantized_state(shipped.model)
     ours = model.state_dict()
     assert list(ours) == list(shipped.model.state_dict())
     for name, original in shipped.model.state_dict().items():
@@ -95,9 +96,9 @@ def test_the_weights_are_the_shipped_translator_in_8_bits(shipped, exported):
 def test_quantize_rows_keeps_each_weight_within_half_a_step():
     weight = torch.randn(5, 7, generator=torch.Generator().manual_seed(0))
     weight[3] = 0.0  # a zero row gets scale 1, not a division by zero
-    q, scales = export_playground.quantize_rows(weight)
+    q, scales = playground_files.quantize_rows(weight)
     assert q.dtype == torch.int8 and q.abs().max() == 127 and scales[3] == 1
-    back = export_playground.dequantize_rows(q, scales)
+    back = playground_files.dequantize_rows(q, scales)
     assert ((back - weight).abs() <= scales[:, None] / 2 + 1e-7).all()
     assert torch.equal(back[3], torch.zeros(7))
 
@@ -112,13 +113,13 @@ def test_export_quantized_round_trip_and_limit(tmp_path):
     meta = {"title": "t", "config": config, "source_tokens": [], "target_tokens": [],
             "pad_id": 0, "start_id": 1, "end_id": 2, "max_source_len": 5,
             "max_new_tokens": 5, "examples": []}  # fmt: skip
-    json_path, _bin_path = export_playground.export_quantized(model, meta, "q", tmp_path)
-    loaded, _ = export_playground.load_model(json_path)
-    expected = export_playground.quantized_state(model)
+    json_path, _bin_path = playground_files.export_quantized(model, meta, "q", tmp_path)
+    loaded, _ = playground_files.load_model(json_path)
+    expected = playground_files.quantized_state(model)
     for name, value in loaded.state_dict().items():
         assert torch.equal(value, expected[name]), name
     with pytest.raises(ValueError, match=r"q\.bin would be [\d,]+ bytes; the limit is 100"):
-        export_playground.export_quantized(model, meta, "q", tmp_path, max_bytes=100)
+        playground_files.export_quantized(model, meta, "q", tmp_path, max_bytes=100)
 
 
 def test_the_bleu_record_is_of_these_weights(record, test_set):
@@ -136,7 +137,7 @@ def test_the_bleu_record_is_of_these_weights(record, test_set):
     assert record["translations"]["full beam"] == shipped_beam
     full, eight = record["scores"]["full beam"]["bleu"], record["scores"]["8-bit beam"]["bleu"]
     assert round(full, 2) == 37.32
-    assert abs(full - eight) <= export_playground.BLEU_LIMIT == 0.5
+    assert abs(full - eight) <= playground_translator.BLEU_LIMIT == 0.5
     # What the page says: beam search scores better than greedy decoding on these sentences.
     assert eight > record["scores"]["8-bit greedy"]["bleu"]
     meta = json.loads(JSON_PATH.read_text(encoding="utf-8"))
@@ -158,7 +159,7 @@ def test_a_sample_of_the_record_translates_again(record, exported, test_set):
 def test_the_examples_are_test_sentences_and_the_wrong_one_is_said(exported, test_set):
     translator, meta = exported
     references = dict(test_set)
-    assert meta["examples"] == list(export_playground.TRANSLATOR_EXAMPLES)
+    assert meta["examples"] == list(playground_translator.TRANSLATOR_EXAMPLES)
     outputs = translator.translate(meta["examples"], beam_size=4, alpha=0.6, batch_size=1)
     for text, output, answers, right, note in zip(
         meta["examples"], outputs, meta["example_answers"], meta["example_right"],
@@ -168,7 +169,7 @@ def test_the_examples_are_test_sentences_and_the_wrong_one_is_said(exported, tes
         assert right == (output in answers)
         assert (note is None) == right, text  # the wrong one says what is wrong
         if not right:
-            assert export_playground.TRANSLATOR_WRONG[text][0] == output
+            assert playground_translator.TRANSLATOR_WRONG[text][0] == output
     assert meta["example_right"].count(False) == 1 and meta["example_right"][-1] is False
     assert meta["max_source_len"] == translator.max_tokens == 128  # the page says 128
     page = (REPO_ROOT / "book" / "playground.md").read_text(encoding="utf-8")

@@ -114,10 +114,10 @@ def test_shipped_dates_model_passes_chapter_9s_test():
 def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
     from importlib.resources import files
 
-    import export_playground  # tools/ is on the path (conftest.py)
+    import playground_files  # tools/ is on the path (pytest's pythonpath)
     from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
-    playground, meta = export_playground.load_model(
-        export_playground.OUT_DIR / "dates.json"
+    playground, meta = playground_files.load_model(
+        playground_files.OUT_DIR / "dates.json"
     )
     ours, _ = trained_dates_model()
     for name, value in ours.state_dict().items():
