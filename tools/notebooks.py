@@ -17,7 +17,8 @@ Running:
     ``Kernel``: one Jupyter kernel that runs setup code and chapters in turn (tests/test_devices.py).
     ``KERNEL_PATHS``: the environment that gives this CPU another CPU's numerics.
 Checking generated files (every tool's ``--check``):
-    ``regenerate_and_compare(write, committed, compare)``: write into a temporary folder, compare.
+    ``regenerate_and_compare(write, committed, compare)``: write into a temporary folder, compare
+    (``differing_files``; ``json_differs`` for a record compared without its timings).
 """
 
 from __future__ import annotations
@@ -315,6 +316,18 @@ Compare = Callable[[Path, Path], list[str]]  # (new file, committed file) -> wha
 def same_bytes(new: Path, old: Path) -> list[str]:
     """The file's name if its bytes differ, else nothing."""
     return [] if new.read_bytes() == old.read_bytes() else [new.name]
+
+
+def json_differs(new: Path, old: Path, *ignored: tuple[str, ...]) -> bool:
+    """Whether two JSON files hold other data, each ``ignored`` key path (e.g. ("settings", "torch"))
+    left out of both."""
+    documents = [json.loads(path.read_text(encoding="utf-8")) for path in (new, old)]
+    for document in documents:
+        for *parents, key in ignored:
+            for parent in parents:
+                document = document.get(parent, {})
+            document.pop(key, None)
+    return documents[0] != documents[1]
 
 
 def differing_files(scratch: Path, committed: Path | Mapping[str, Path],

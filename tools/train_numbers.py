@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, differing_files, regenerate_and_compare
+from notebooks import REPO_ROOT, differing_files, json_differs, regenerate_and_compare
 from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob
 from transformer_book.masking import padding_mask
 from transformer_book.model import make_model
@@ -153,10 +153,7 @@ def weights_differences(new: Path, old: Path) -> list[str]:
 
 def runs_differences(new: Path, old: Path) -> list[str]:
     """Whether two numbers_runs.json record other decodings (the time aside)."""
-    records = [json.loads(path.read_text(encoding="utf-8")) for path in (new, old)]
-    for record in records:
-        record.pop("seconds", None)
-    return [f"{RUNS_FILE}: decodings"] if records[0] != records[1] else []
+    return [f"{RUNS_FILE}: decodings"] if json_differs(new, old, ("seconds",)) else []
 
 
 COMPARE = {WEIGHTS_FILE: weights_differences, RUNS_FILE: runs_differences}

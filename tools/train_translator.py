@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, differing_files, regenerate_and_compare
+from notebooks import REPO_ROOT, differing_files, json_differs, regenerate_and_compare
 from transformer_book import translation
 from transformer_book.subwords import (
     MERGES_FILE,
@@ -174,11 +174,8 @@ def weights_differences(new: Path, old: Path) -> list[str]:
 
 def runs_differences(new: Path, old: Path) -> list[str]:
     """Whether two runs records differ, the timings and torch's version aside."""
-    records = [json.loads(path.read_text(encoding="utf-8")) for path in (new, old)]
-    for record in records:
-        record.pop("timing_seconds", None)
-        record["settings"].pop("torch", None)
-    return [f"{RUNS_FILE}: histories or translations"] if records[0] != records[1] else []
+    differs = json_differs(new, old, ("timing_seconds",), ("settings", "torch"))
+    return [f"{RUNS_FILE}: histories or translations"] if differs else []
 
 
 COMPARE = {MERGES_FILE: merges_differences, WEIGHTS_FILE: weights_differences,
