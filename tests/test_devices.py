@@ -10,9 +10,10 @@ what the chapter printed when it was executed on the CPU.
 Each chapter runs on one simulated device: MPS if it uses float64 anywhere (MPS has none, so
 that is where a slip shows), CUDA otherwise. And it runs with PyTorch's portable kernels and MKL's
 SSE4.2 code (``KERNEL_PATHS["default"]``), which round matrix products, softmax and layer norm
-differently in the last bits, as another CPU does: nbval (on this CPU's own kernels) and this run
-together check that every compared output is the same on two kernel paths (book/contributing.md:
-compare exactly only what is the same everywhere).
+differently in the last bits (and draw float32 random numbers differently), as another CPU does:
+nbval (on this CPU's own kernels) and this run together check that every compared output, charts'
+data included, is the same on two kernel paths (book/contributing.md: compare exactly only what is
+the same everywhere).
 
 Only whether a chapter's code runs on the device matters here, so the training-heavy chapters
 train a few steps when BOOK_DEVICE_TEST=1 is set (they say so in the cell): the full training is

@@ -66,3 +66,21 @@ def test_kernels_option_runs_with_another_cpus_kernels(tmp_path):
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert json.loads(report.read_text())["99_toy.ipynb"]["outputs"] == {"0": "DEFAULT\n"}
     assert runner.KERNEL_PATHS["default"]["ATEN_CPU_CAPABILITY"] == "default"
+
+
+def test_the_simulated_device_run_compares_chart_data_as_nbval_does():
+    from notebooks import compared_text, first_difference
+
+    def chart(values):
+        html = f'<div id="altair-viz-{"0" * 32}"></div><script>{{"data": {values}}}</script>'
+        return {"cell_type": "code", "source": [], "metadata": {}, "outputs": [
+            {"output_type": "execute_result", "data": {"text/plain": ["alt.Chart(...)"], "text/html": [html]},
+             "metadata": {}, "execution_count": 1}]}
+
+    rules = sanitizers()
+    stored, moved = chart("[0.0, 0.3]"), chart("[-0.0, 0.3]")
+    assert compared_text(stored, rules) == compared_text(moved, rules) == "alt.Chart(...)"
+    assert compared_text(stored, rules, charts=True) != compared_text(moved, rules, charts=True)
+    difference = first_difference(compared_text(stored, rules, charts=True),
+                                  compared_text(moved, rules, charts=True))
+    assert "-0.0" in difference and "altair-viz-ID" in compared_text(stored, rules, charts=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNNER = REPO_ROOT / "tools" / "run_chapters_plain.py"
-PATHS = ("native", "avx2", "default")  # run_chapters_plain.KERNEL_PATHS
+PATHS = ("native", "avx2", "default")  # notebooks.KERNEL_PATHS
 
 
 def run(chapter: Path, path: str, seed: int) -> dict:

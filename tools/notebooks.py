@@ -122,14 +122,19 @@ def sanitize(text: str, rules: Rules) -> str:
     return text
 
 
-def compared_text(cell, rules: Rules) -> str:
-    """What a cell printed (stdout) and returned (text/plain), sanitized: what nbval compares."""
+def compared_text(cell, rules: Rules, charts: bool = False) -> str:
+    """What a cell printed (stdout) and returned (text/plain), sanitized; with ``charts``, also
+    the HTML it displayed (an Altair chart's spec and data), which nbval compares too."""
     parts = []
     for output in cell.get("outputs", []):
         if output["output_type"] == "stream" and output["name"] == "stdout":
             parts.append(joined(output["text"]))
-        elif output["output_type"] == "execute_result":
-            parts.append(joined(output["data"].get("text/plain", "")))
+        elif output["output_type"] in ("execute_result", "display_data"):
+            data = output["data"]
+            if output["output_type"] == "execute_result":
+                parts.append(joined(data.get("text/plain", "")))
+            if charts and "text/html" in data:
+                parts.append("\n[text/html]\n" + joined(data["text/html"]))
     return sanitize("".join(parts), rules)
 
 
@@ -141,7 +146,11 @@ def is_compared(cell) -> bool:
 def first_difference(expected: str, got: str) -> str:
     for number, (want, have) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
         if want != have:
-            return f"line {number}: expected {want!r}, got {have!r}"
+            column = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b),
+                          min(len(want), len(have)))
+            start = max(0, column - 60)  # a chart's data is one long line: show where it differs
+            return (f"line {number}, column {column}: expected {want[start:column + 60]!r}, "
+                    f"got {have[start:column + 60]!r}")
     return f"expected {len(expected.splitlines())} lines, got {len(got.splitlines())}"
 
 
@@ -294,7 +303,7 @@ class Kernel:
         for index, cell in enumerate(notebook.cells):
             if cell.cell_type != "code":
                 continue
-            expected = compared_text(cell, rules)
+            expected = compared_text(cell, rules, charts=True)  # as nbval compares
             try:
                 self.client.execute_cell(cell, index)
             except CellExecutionError as failure:
@@ -302,7 +311,7 @@ class Kernel:
                 break  # the cells after it would fail for want of its results
             if not is_compared(cell):
                 continue
-            got = compared_text(cell, rules)
+            got = compared_text(cell, rules, charts=True)
             if got != expected:
                 errors.append(f"{where(index, cell.source)} printed other output than on the CPU: "
                               f"{first_difference(expected, got)}")
