@@ -402,6 +402,15 @@ MUTATIONS = [
     ("ch15", "top_p", "drop[order] = before >= top_p", "drop[order] = sorted_probabilities.cumsum(-1) > top_p",
      "keep the token that brings the mass over top_p"),
     ("ch15", "top_p", "argsort(descending=True)", "argsort(descending=False)", "the nucleus holds the LIKELIEST"),
+    ("ch16", "unrotate", "rotated * cos - turned * sin", "rotated * cos + turned * sin",
+     "you rotated forwards again"),
+    ("ch16", "unrotate", [("first, second = rotated.chunk(2, dim=-1)", "first, second = rotated[..., 0::2], rotated[..., 1::2]"),
+                          ("turned = torch.cat([-second, first], dim=-1)", "turned = torch.stack([-second, first], dim=-1).flatten(-2)")],
+     "the pairs are the halves"),
+    ("ch16", "kv_cache_bytes", "2 * layers * kv_heads * d_k", "2 * layers * heads * d_k", "the key/value heads only"),
+    ("ch16", "kv_cache_bytes", "2 * layers * kv_heads", "layers * kv_heads", "keys AND values"),
+    ("ch16", "swiglu_size", "budget // (3 * d_model)", "budget // (2 * d_model)", "THREE"),
+    ("ch16", "swiglu_size", "return largest - largest % multiple_of", "return largest", "must be a multiple"),
 ]
 
 def output_of(checker, function, capsys, **kwargs):

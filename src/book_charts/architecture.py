@@ -30,6 +30,7 @@ CHAPTERS = {
     13: "13_tokens_from_text",
     14: "14_translating",
     15: "15_writing_poems",
+    16: "16_modern_decoder",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -47,6 +48,7 @@ CHAPTER_TITLES = {
     13: "tokens from text: subwords, characters, batches",
     14: "translating English into Chinese",
     15: "from translator to GPT: writing Tang poems",
+    16: "from 2017 to today's models: RMSNorm, RoPE, SwiGLU, GQA",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -71,6 +73,10 @@ PARTS: dict[str, tuple[str, ...]] = {
     # a GPT: the decoder without cross-attention, and the output layer
     "writing_poems": ("dec_embed", "dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn",
                       "dec_norm3", "decoder", "linear", "softmax", "loop"),
+    # today's decoder-only block: what changed since GPT-2 (positions, attention,
+    # norms, feed-forward, the output layer)
+    "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3",
+                       "linear"),
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -246,6 +252,8 @@ def architecture(
              (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned"),
              (12, "Ch. 12: when search matters"), (13, "Ch. 13: tokens from real text"),
              (14, "Ch. 14: English to Chinese"), (15, "Ch. 15: a GPT writes poems")]
+    if chapter == 16:  # shown on its own page (the other pages' stored maps stay as they are)
+        links.append((16, "Ch. 16: today's models"))
     for row, (number, text) in enumerate(links):
         notes.append(Note(text, 10, 392 - 15 * row, "left", 10, color=HIGHLIGHT if number == chapter else LINK,
                           bold=number == chapter, href=chapter_page(number),

@@ -25,6 +25,11 @@ trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_
 
     from transformer_book import pretrained_poet
     pretrained_poet().write("春花秋月", acrostic=True)  # a 藏头诗
+
+Chapter 16 brings the block up to today's models (modern.py): ``RMSNorm``, rotary positions
+(``rotary_table``, ``apply_rotary``), ``SwiGLU`` and ``GroupedQueryAttention``, assembled in
+``ModernDecoder`` (``ModernConfig``) and checked against Hugging Face's Llama
+(``llama_from_hf``).
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
@@ -57,6 +62,20 @@ from transformer_book.model import (
     make_model,
     sequence_loss,
     warmup_rate,
+)
+from transformer_book.modern import (
+    GroupedQueryAttention,
+    ModernConfig,
+    ModernDecoder,
+    ModernLayer,
+    RMSNorm,
+    SwiGLU,
+    apply_rotary,
+    llama_from_hf,
+    llama_parameter_pairs,
+    rotary_table,
+    rotate_half,
+    swiglu_hidden,
 )
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
 from transformer_book.numerals import (
@@ -109,6 +128,18 @@ from transformer_book.translation import (
 )
 
 __all__ = [
+    "swiglu_hidden",
+    "rotate_half",
+    "rotary_table",
+    "llama_parameter_pairs",
+    "llama_from_hf",
+    "apply_rotary",
+    "SwiGLU",
+    "RMSNorm",
+    "ModernLayer",
+    "ModernDecoder",
+    "ModernConfig",
+    "GroupedQueryAttention",
     "BytePairEncoding",
     "CharVocabulary",
     "DATES_CONFIG",

@@ -1,0 +1,205 @@
+"""Chapter 16 exercises: undoing a rotary embedding, the size of a grouped-query key/value
+cache, and the hidden size of a SwiGLU layer within a parameter budget.
+
+    from book_exercises.ch16 import check_unrotate
+    check_unrotate(unrotate)
+
+Every checker calls the reader's function on small fixed, seeded inputs and compares it with
+transformer_book.apply_rotary (rotating by the opposite angles) or a formula written here.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from book_exercises.core import Case, Exercise, Mistake, run, seeded
+from transformer_book.modern import apply_rotary, rotary_table
+
+# Exercise 1: the inverse of a rotary embedding
+
+
+def _unrotate_cases():
+    g = seeded(16)
+    cases = []
+    for start, label in ((0, "positions 0 to 5"), (100, "positions 100 to 105")):
+        x = torch.randn(2, 3, 6, 8, generator=g, dtype=torch.float32)
+        cos, sin = rotary_table(torch.arange(start, start + 6), 8)
+        rotated = apply_rotary(x, cos, sin)
+        cases.append(Case((rotated, cos, sin), f"2 x 3 heads of 6 queries ({label}), d_k 8"))
+    return cases
+
+
+def _interleaved_turn(x):
+    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+
+
+UNROTATE = Exercise(
+    name="unrotate",
+    task="the vectors before the rotation (rotate every pair back by its angle).",
+    cases=_unrotate_cases,
+    reference=lambda rotated, cos, sin: apply_rotary(rotated, cos, -sin),
+    mistakes=[
+        Mistake("you rotated forwards again: the inverse of a rotation by m·θ is the rotation "
+                "by −m·θ, and cos(−a) = cos(a), sin(−a) = −sin(a), so flip the sign of the sin "
+                "term.", lambda rotated, cos, sin: apply_rotary(rotated, cos, sin)),
+        Mistake("the pairs are the halves (feature i with feature i + d_k/2, rotate_half), not "
+                "neighbours (2i, 2i + 1): the table's cos and sin are laid out for the halves.",
+                lambda rotated, cos, sin: rotated * cos - _interleaved_turn(rotated) * sin),
+        Mistake("dividing by cos does not undo a rotation (and cos can be 0): rotate back, "
+                "x = rotated · cos − rotate_half(rotated) · sin.",
+                lambda rotated, cos, sin: rotated / cos),
+    ],
+)
+
+
+def check_unrotate(function, device=None):
+    """Check ``function(rotated (..., seq, d_k), cos (seq, d_k), sin (seq, d_k)) -> x``."""
+    return run(UNROTATE, function, device)
+
+
+# Exercise 2: the key/value cache of grouped-query attention
+
+
+def _cache_reference(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
+    return 2 * layers * kv_heads * (d_model // heads) * tokens * bytes_per_value
+
+
+def _cache_cases():
+    return [
+        Case((32, 32, 8, 4096, 4096, 2), "Llama-3-8B-like: 32 layers, 32 heads, 8 key/value "
+             "heads, d_model 4096, 4,096 tokens, 2 bytes"),
+        Case((4, 8, 2, 256, 1024, 4), "4 layers, 8 heads, 2 key/value heads, d_model 256, "
+             "1,024 tokens, 4 bytes"),
+        Case((2, 4, 4, 32, 10, 8), "multi-head: 2 layers, 4 heads, d_model 32, 10 tokens, "
+             "8 bytes"),
+    ]
+
+
+CACHE_BYTES = Exercise(
+    name="kv_cache_bytes",
+    task="the bytes of the key/value cache of one sequence, every layer included.",
+    cases=_cache_cases,
+    reference=_cache_reference,
+    mistakes=[
+        Mistake("the cache holds the key/value heads only: kv_heads of them, each shared by "
+                "heads // kv_heads query heads, not one per query head.",
+                lambda layers, heads, kv, d, tokens, b: 2 * layers * heads * (d // heads)
+                * tokens * b),
+        Mistake("the cache holds keys AND values: twice the keys' bytes.",
+                lambda layers, heads, kv, d, tokens, b: layers * kv * (d // heads) * tokens * b),
+        Mistake("each key/value head has d_k = d_model // heads features, not d_model.",
+                lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * d * tokens * b),
+    ],
+)
+
+
+def check_kv_cache_bytes(function, device=None):
+    """Check ``function(layers, heads, kv_heads, d_model, tokens, bytes_per_value) -> int``."""
+    return run(CACHE_BYTES, function, device)
+
+
+# Exercise 3: a SwiGLU within a parameter budget
+
+
+def _swiglu_reference(d_model, budget, multiple_of):
+    largest = budget // (3 * d_model)
+    return largest - largest % multiple_of
+
+
+def _swiglu_cases():
+    return [
+        Case((4096, 2 * 4096 * 4 * 4096, 256), "d_model 4096, the budget of a 4·d_model ReLU "
+             "layer, multiple of 256"),
+        Case((512, 1_000_000, 64), "d_model 512, a budget of 1,000,000, multiple of 64"),
+        Case((128, 131_072, 16), "d_model 128, a budget of 131,072, multiple of 16"),
+    ]
+
+
+SWIGLU_SIZE = Exercise(
+    name="swiglu_size",
+    task="the largest hidden size, a multiple of multiple_of, whose SwiGLU fits the budget.",
+    cases=_swiglu_cases,
+    reference=_swiglu_reference,
+    mistakes=[
+        Mistake("a SwiGLU layer has THREE d_model × hidden matrices (gate, up, down), not two: "
+                "divide the budget by 3 · d_model.",
+                lambda d, budget, m: (budget // (2 * d)) - (budget // (2 * d)) % m),
+        Mistake("round DOWN to the multiple: rounding up goes over the budget.",
+                lambda d, budget, m: -(-(budget // (3 * d)) // m) * m),
+        Mistake("the hidden size must be a multiple of multiple_of (kernels run faster on "
+                "round sizes): round budget // (3 · d_model) down to one.",
+                lambda d, budget, m: budget // (3 * d)),
+    ],
+)
+
+
+def check_swiglu_size(function, device=None):
+    """Check ``function(d_model, budget, multiple_of) -> int``."""
+    return run(SWIGLU_SIZE, function, device)
+
+
+# ---------------------------------------------------------------------------------------------
+
+STUBS = {
+    "unrotate": '''def unrotate(rotated, cos, sin):
+    """rotated (..., seq, d_k), cos and sin (seq, d_k) -> x, unrotated."""
+    # Your code here (about 3 lines).
+    raise NotImplementedError
+''',
+    "kv_cache_bytes": '''def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
+    """The bytes of the key/value cache of one sequence of `tokens` tokens."""
+    # Your code here (about 2 lines).
+    raise NotImplementedError
+''',
+    "swiglu_size": '''def swiglu_size(d_model, budget, multiple_of):
+    """The largest hidden size, a multiple of multiple_of, whose SwiGLU has at most
+    `budget` weights."""
+    # Your code here (about 2 lines).
+    raise NotImplementedError
+''',
+}
+
+SOLUTIONS = {
+    "unrotate": '''import torch
+
+
+def unrotate(rotated, cos, sin):
+    """rotated (..., seq, d_k), cos and sin (seq, d_k) -> x, unrotated."""
+    first, second = rotated.chunk(2, dim=-1)
+    turned = torch.cat([-second, first], dim=-1)  # rotate_half
+    return rotated * cos - turned * sin  # the rotation by -angle
+''',
+    "kv_cache_bytes": '''def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
+    """The bytes of the key/value cache of one sequence of `tokens` tokens."""
+    d_k = d_model // heads
+    return 2 * layers * kv_heads * d_k * tokens * bytes_per_value  # keys and values
+''',
+    "swiglu_size": '''def swiglu_size(d_model, budget, multiple_of):
+    """The largest hidden size, a multiple of multiple_of, whose SwiGLU has at most
+    `budget` weights."""
+    largest = budget // (3 * d_model)  # three d_model x hidden matrices
+    return largest - largest % multiple_of
+''',
+}
+
+CHECKERS = {
+    "unrotate": check_unrotate,
+    "kv_cache_bytes": check_kv_cache_bytes,
+    "swiglu_size": check_swiglu_size,
+}
+
+QUESTION = (
+    "Rotary embeddings make a score depend only on the offset between a query and a key. Why "
+    "does the model still know where a token is in the text, and could it tell the first "
+    "token of a text from the hundredth?"
+)
+ANSWER = (
+    "Within one attention, only offsets are visible: a query at m sees each key at its "
+    "distance n - m. But the causal mask makes the number of keys a query can see grow with "
+    "its position, so the first token attends only to itself and the hundredth averages over "
+    "a hundred: the output of attention changes with the position even though no score "
+    "does, and later layers can read that. A text that starts with a special token gives "
+    "every query one key at a known offset, its own position, which tells it where it is. "
+    "So absolute position leaks in through the mask and the first token; nothing in the "
+    "scores names it."
+)
