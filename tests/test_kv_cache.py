@@ -1,37 +1,29 @@
-"""Unit tests of transformer_book.kv_cache (chapter 10: the key/value cache and the position offset,
-added to the classes of chapters 1, 3, 7 and 9)."""
+"""Unit tests of the key/value cache and the position offset (chapter 10), which the classes of chapters
+1, 3, 7 and 9 take as optional arguments; and a check that the package replaces no method of any class
+when it is imported: each class's code is the one in its own module."""
 
-import importlib.util
+import importlib
 import inspect
+import pkgutil
 import re
+import sys
 
 import pytest
 import torch
 
-import export_package
+import transformer_book
 from transformer_book import (
     Decoder,
     DecoderLayer,
     EmbeddingWithPositions,
     MultiHeadAttention,
     PositionalEncoding,
-    kv_cache,
     make_model,
     padding_mask,
     subsequent_mask,
 )
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
-PACKAGE_DIR = export_package.PACKAGE_DIR
-
-
-def chapter_module(name: str):
-    """A fresh copy of a generated module, as its chapter wrote it: its classes have not been given
-    chapter 10's methods (the package's have)."""
-    spec = importlib.util.spec_from_file_location(f"chapter_{name}", PACKAGE_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def random_inputs(batch=3, queries=6, keys=7, seed=1):
@@ -39,75 +31,66 @@ def random_inputs(batch=3, queries=6, keys=7, seed=1):
     return torch.randn(batch, queries, D_MODEL, generator=generator), torch.randn(batch, keys, D_MODEL, generator=generator)
 
 
-# --- the package's classes carry chapter 10's methods ------------------------------------------------
+# --- no method is replaced at import time ---------------------------------------------------------
+
+
+def package_classes():
+    """Every class defined in a module of the package, every module imported."""
+    for info in pkgutil.iter_modules(transformer_book.__path__):
+        importlib.import_module(f"transformer_book.{info.name}")
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if name == "transformer_book" or name.startswith("transformer_book."):
+            for cls in vars(module).values():
+                if inspect.isclass(cls) and cls.__module__ == name:
+                    found[f"{name}.{cls.__qualname__}"] = cls
+    return found
+
+
+def test_the_package_has_classes_to_check():
+    names = set(package_classes())
+    assert {"transformer_book.multihead.MultiHeadAttention", "transformer_book.model.Transformer"} <= names
+
+
+def test_every_method_is_defined_in_its_class_body():
+    # A method attached after the class was made (setattr, d2l's add_to_class) keeps the module and
+    # qualified name of where it was written: the class's file would not hold the code that runs.
+    misplaced = []
+    for where, cls in package_classes().items():
+        for name, attribute in vars(cls).items():
+            if isinstance(attribute, (staticmethod, classmethod)):
+                attribute = attribute.__func__
+            elif isinstance(attribute, property):
+                attribute = attribute.fget
+            if not inspect.isfunction(attribute):
+                continue
+            expected = (cls.__module__, f"{cls.__qualname__}.{attribute.__name__}")
+            if (attribute.__module__, attribute.__qualname__) != expected:
+                misplaced.append(f"{where}.{name} is {attribute.__module__}.{attribute.__qualname__}")
+    assert not misplaced, misplaced
+
+
+def test_a_method_attached_later_is_detected():
+    class Plain:
+        def forward(self):
+            return 1
+
+    def forward(self):
+        return 2
+
+    Plain.forward = forward
+    assert Plain.forward.__qualname__ != f"{Plain.__qualname__}.forward"
 
 
 @pytest.mark.parametrize(
-    "cls, method",
-    [(MultiHeadAttention, "forward"), (DecoderLayer, "forward"), (Decoder, "forward"),
-     (PositionalEncoding, "forward"), (EmbeddingWithPositions, "forward"),
-     (make_model(5, 5, num_layers=1, d_model=8, d_ff=8, heads=2).__class__, "decode"),
-     (make_model(5, 5, num_layers=1, d_model=8, d_ff=8, heads=2).__class__, "new_caches")],
+    "method, argument, default",
+    [(MultiHeadAttention.forward, "cache", None), (DecoderLayer.forward, "cache", None),
+     (Decoder.forward, "caches", None), (PositionalEncoding.forward, "offset", 0),
+     (EmbeddingWithPositions.forward, "offset", 0), (transformer_book.Transformer.decode, "caches", None),
+     (transformer_book.Transformer.decode, "offset", 0)],
 )
-def test_the_package_classes_have_chapter_10s_methods(cls, method):
-    assert getattr(cls, method).__module__ == "transformer_book.kv_cache"
-
-
-def test_add_to_class_attaches_under_the_function_name():
-    class Plain:
-        pass
-
-    @kv_cache.add_to_class(Plain)
-    def greet(self):
-        return "hello"
-
-    assert Plain().greet() == "hello" and greet(None) == "hello"
-
-
-def test_without_a_cache_the_methods_compute_what_the_chapters_wrote():
-    x, memory = random_inputs()
-    source = torch.randint(3, 9, (3, 7), generator=torch.Generator().manual_seed(2))
-    source[0, 5:] = 0
-    source_mask, look_ahead = padding_mask(source, 0), subsequent_mask(6)
-
-    chapter_3 = chapter_module("multihead").MultiHeadAttention(D_MODEL, HEADS).eval()
-    assert "cache" not in inspect.signature(chapter_3.forward).parameters  # chapter 3's own method
-    ours = MultiHeadAttention(D_MODEL, HEADS).eval()
-    ours.load_state_dict(chapter_3.state_dict())
-    for need_weights in (False, True):
-        theirs_out, theirs_weights = chapter_3(x, memory, memory, source_mask, need_weights)
-        out, weights = ours(x, memory, memory, source_mask, need_weights)
-        assert torch.equal(out, theirs_out)
-        assert (weights is None and theirs_weights is None) or torch.equal(weights, theirs_weights)
-
-    chapter_7 = chapter_module("decoder")
-    for norm_first in (False, True):
-        theirs = chapter_7.Decoder(chapter_7.DecoderLayer(D_MODEL, HEADS, D_FF, norm_first=norm_first), 2).eval()
-        mine = Decoder(DecoderLayer(D_MODEL, HEADS, D_FF, norm_first=norm_first), 2).eval()
-        mine.load_state_dict(theirs.state_dict())
-        assert torch.equal(mine(x, memory, source_mask, look_ahead), theirs(x, memory, source_mask, look_ahead))
-
-    chapter_1 = chapter_module("positional").PositionalEncoding(D_MODEL, max_len=10)
-    assert torch.equal(PositionalEncoding(D_MODEL, max_len=10)(x), chapter_1(x))
-
-    chapter_9 = chapter_module("model")
-    torch.manual_seed(0)
-    theirs_model = chapter_9.make_model(13, 13, num_layers=2, d_model=D_MODEL, d_ff=D_FF, heads=HEADS).eval()
-    mine_model = make_model(13, 13, num_layers=2, d_model=D_MODEL, d_ff=D_FF, heads=HEADS).eval()
-    mine_model.load_state_dict(theirs_model.state_dict())
-    target = torch.randint(3, 13, (3, 6), generator=torch.Generator().manual_seed(3))
-    encoded = mine_model.encode(source, source_mask)
-    assert torch.equal(mine_model.decode(encoded, source_mask, target, look_ahead),
-                       theirs_model.decode(encoded, source_mask, target, look_ahead))
-
-
-def test_no_chapter_before_10_exports_cache_or_offset_code():
-    for notebook in export_package.chapter_notebooks():
-        if int(notebook.name[:2]) >= 10:
-            continue
-        for module, body in export_package.exported_cells(notebook):
-            found = re.findall(r"\bcaches?\b|\boffset\b", body)
-            assert not found, f"{notebook.name} exports {found} in module {module}: chapter 10 introduces them"
+def test_the_cache_is_an_argument_that_defaults_to_none(method, argument, default):
+    assert inspect.signature(method).parameters[argument].default == default
 
 
 # --- multi-head attention (chapter 3's class) -----------------------------------------------------
@@ -185,10 +168,10 @@ def test_offset_selects_later_positions():
     assert torch.equal(module(zeros, offset=6)[0], module(torch.zeros(1, 10, 16))[0, 6:10])
 
 
-@pytest.mark.parametrize("offset, shown", [(13, r"positions 13\.\.16"), (-1, r"positions -1\.\.2")])
-def test_an_offset_outside_the_table_names_the_positions(offset, shown):
+@pytest.mark.parametrize("offset", [13, -1])
+def test_an_offset_outside_the_table_is_named(offset):
     module = PositionalEncoding(8, max_len=16)
-    with pytest.raises(ValueError, match=shown + r".*max_len=16"):
+    with pytest.raises(ValueError, match=rf"length 4 at offset {offset} does not fit .*max_len=16"):
         module(torch.zeros(1, 4, 8), offset=offset)
     module(torch.zeros(1, 4, 8), offset=12)  # positions 12..15: the last four rows
 

@@ -4,10 +4,12 @@ Every module except this one is generated from the chapter that explains it (too
 read the chapter to see why the code is the way it is. This package holds model code only: it imports
 torch and nothing from plotting or notebooks.
 
-Chapter 10 adds the key/value cache to classes of chapters 1, 3, 7 and 9 (``cache=``, ``caches=``,
-``offset=``, ``Transformer.new_caches``) in ``transformer_book.kv_cache``, which
-``transformer_book.decoding`` imports; importing the package imports both, so the classes below
-always have the cache.
+Each class is written in one module, top to bottom, and importing the package changes none of
+them. The key/value cache that chapter 10 explains is part of the classes it concerns, as optional
+arguments that default to no cache: ``cache`` in ``MultiHeadAttention`` (multihead.py, with
+``cached_keys_and_values``) and ``DecoderLayer``, ``caches`` in ``Decoder`` (decoder.py), the position
+``offset`` in ``PositionalEncoding`` (positional.py) and ``EmbeddingWithPositions``, and ``caches``,
+``offset`` and ``new_caches`` in ``Transformer`` (model.py).
 
 Chapters 13 and 14 work on real sentences: the Tatoeba English-Chinese pairs shipped in
 ``data/`` (``tatoeba_split``), byte-pair encoding (``BytePairEncoding``, ``read_merges``),

@@ -66,19 +66,26 @@ class DecoderLayer(nn.Module):
         source_mask: torch.Tensor | None = None,
         target_mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        cache: dict | None = None,
     ) -> torch.Tensor:
-        self._check_inputs(x, memory, source_mask, target_mask)
+        """``cache`` (chapter 10): {"self": {...}, "cross": {...}}, one key/value
+        cache for each attention."""
+        self_cache = cache["self"] if cache is not None else None
+        cross_cache = cache["cross"] if cache is not None else None
+        # the positions self-attention reads: the cached ones, then x's
+        cached = self_cache["key"].size(2) if self_cache and "key" in self_cache else 0
+        self._check_inputs(x, memory, source_mask, target_mask, cached + x.size(1))
 
         def self_attend(normed: torch.Tensor) -> torch.Tensor:
             output, self.self_attention_weights = self.self_attn(
-                normed, normed, normed, target_mask, need_weights
+                normed, normed, normed, target_mask, need_weights, self_cache
             )
             return output  # (batch, target, d_model)
 
         def cross_attend(normed: torch.Tensor) -> torch.Tensor:
             # Queries from the decoder; keys and values from the encoder's output.
             output, self.cross_attention_weights = self.cross_attn(
-                normed, memory, memory, source_mask, need_weights
+                normed, memory, memory, source_mask, need_weights, cross_cache
             )
             return output  # (batch, target, d_model)
 
@@ -140,12 +147,19 @@ class Decoder(nn.Module):
         source_mask: torch.Tensor | None = None,
         target_mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        caches: list[dict] | None = None,
     ) -> torch.Tensor:
         """x (batch, target, d_model), memory (batch, source, d_model)
-        -> (batch, target, d_model)."""
-        for layer in self.layers:
+        -> (batch, target, d_model). ``caches`` (chapter 10): one per layer."""
+        if caches is not None and len(caches) != len(self.layers):
+            raise ValueError(
+                f"need one cache per layer: {len(self.layers)} layers, "
+                f"got {len(caches)} caches"
+            )
+        for index, layer in enumerate(self.layers):
+            cache = caches[index] if caches is not None else None
             # (batch, target, d_model)
-            x = layer(x, memory, source_mask, target_mask, need_weights)
+            x = layer(x, memory, source_mask, target_mask, need_weights, cache)
         return self.norm(x)
 
 

@@ -9,8 +9,6 @@ from collections.abc import Callable
 
 import torch
 
-# imported for its effect: it adds the cache to the model's classes
-import transformer_book.kv_cache  # noqa: F401
 from transformer_book.generator import sample_next_token
 from transformer_book.masking import subsequent_mask
 from transformer_book.model import Transformer

@@ -50,12 +50,13 @@ class EmbeddingWithPositions(nn.Module):
         # used only without positions: PositionalEncoding has its own
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """The first token is at position ``offset`` (chapter 1's argument)."""
         # (batch, seq, d_model), already times sqrt(d_model)
         embedded = self.embeddings(tokens)
         if self.positional_encoding is None:
             return self.dropout(embedded)
-        return self.positional_encoding(embedded)  # (batch, seq, d_model)
+        return self.positional_encoding(embedded, offset)  # (batch, seq, d_model)
 
 
 class Transformer(nn.Module):
@@ -98,10 +99,24 @@ class Transformer(nn.Module):
         target: torch.Tensor,
         target_mask: torch.Tensor | None,
         need_weights: bool = False,
+        caches: list[dict] | None = None,
+        offset: int = 0,
     ) -> torch.Tensor:
-        """target (batch, target) ids -> (batch, target, d_model)."""
-        embedded = self.target_embed(target)  # (batch, target, d_model)
-        return self.decoder(embedded, memory, source_mask, target_mask, need_weights)
+        """target (batch, target) ids -> (batch, target, d_model).
+
+        With ``caches`` (from ``new_caches``; chapter 10), feed the new tokens only, the
+        first at position ``offset``: the cached keys and values stand for the earlier
+        positions. A single new token may see all of them, so it needs no target mask.
+        """
+        embedded = self.target_embed(target, offset)  # (batch, target, d_model)
+        return self.decoder(
+            embedded, memory, source_mask, target_mask, need_weights, caches
+        )
+
+    def new_caches(self) -> list[dict]:
+        """Empty key/value caches for decoding one token at a time, one per decoder
+        layer: a growing one for self-attention, a static one for cross-attention."""
+        return [{"self": {}, "cross": {"static": True}} for _ in self.decoder.layers]
 
     def forward(
         self,

@@ -128,16 +128,21 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        cache: dict | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Returns (output, weights).
 
         The weights, (batch, heads, queries, keys), only if ``need_weights``.
+        ``cache``: see ``cached_keys_and_values``.
         """
         self._check_inputs(query, key, value)
         # (batch, heads, queries, d_k), then (batch, heads, keys, d_k) twice
         queries = self.split_heads(self.query_proj(query))
-        keys = self.split_heads(self.key_proj(key))
-        values = self.split_heads(self.value_proj(value))
+        if cache is not None:  # decoding one token at a time (chapter 10)
+            keys, values = self.cached_keys_and_values(key, value, cache)
+        else:
+            keys = self.split_heads(self.key_proj(key))
+            values = self.split_heads(self.value_proj(value))
         return self.attend(queries, keys, values, mask, need_weights)
 
     def attend(
@@ -213,6 +218,27 @@ class MultiHeadAttention(nn.Module):
                 f"every key needs a value; got {key.size(1)} keys and "
                 f"{value.size(1)} values"
             )
+
+    def cached_keys_and_values(
+        self, key: torch.Tensor, value: torch.Tensor, cache: dict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values to attend over, through a key/value cache (chapter 10).
+
+        A self-attention cache (made as ``{}``) gets each call's projected keys and
+        values appended after the earlier calls'; a cross-attention cache (made as
+        ``{"static": True}``) is filled by its first call, from the memory, and reused.
+        Returns keys and values (batch, heads, keys, d_k).
+        """
+        if cache.get("static") and "key" in cache:
+            return cache["key"], cache["value"]  # the memory's, projected once
+        keys = self.split_heads(self.key_proj(key))  # (batch, heads, new keys, d_k)
+        values = self.split_heads(self.value_proj(value))
+        if "key" in cache:  # the earlier positions' keys and values come first
+            # (batch, heads, keys, d_k)
+            keys = torch.cat([cache["key"], keys], dim=2)
+            values = torch.cat([cache["value"], values], dim=2)
+        cache["key"], cache["value"] = keys, values
+        return keys, values
 
 
 @torch.no_grad()

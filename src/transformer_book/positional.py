@@ -68,16 +68,19 @@ class PositionalEncoding(nn.Module):
             "table", sinusoidal_table(max_len, d_model, base), persistent=False
         )
 
-    def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def forward(self, embeddings: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Encodes the embeddings as positions offset, offset + 1, ..."""
         self._check_embeddings(embeddings)
         seq_len = embeddings.size(1)
-        if seq_len > self.max_len:
+        if offset < 0 or offset + seq_len > self.max_len:
+            at = f" at offset {offset}" if offset else ""
             raise ValueError(
-                f"a sequence of length {seq_len} does not fit the encoding table of "
-                f"max_len={self.max_len}; build PositionalEncoding with a larger "
+                f"a sequence of length {seq_len}{at} does not fit the encoding table "
+                f"of max_len={self.max_len}; build PositionalEncoding with a larger "
                 "max_len"
             )
-        positions = self.table[:seq_len].to(embeddings.dtype)  # (seq, d_model)
+        # (seq, d_model)
+        positions = self.table[offset : offset + seq_len].to(embeddings.dtype)
         # (batch, seq, d_model): broadcast over the batch
         return self.dropout(embeddings + positions)
 
