@@ -116,8 +116,8 @@ def test_rmsnorm_equals_torch_and_swiglu_sizes():
     (lambda: RMSNorm(8, eps=-1), "eps must be a positive number; got eps=-1"),
     (lambda: SwiGLU(8, 2.5), "d_ff must be a positive int; got d_ff=2.5"),
     (lambda: swiglu_hidden(64, 0), "multiple_of must be a positive int"),
-    (lambda: GroupedQueryAttention(32, 4, 3), "heads must be a multiple of kv_heads .*"
-     "got heads=4, kv_heads=3"),
+    (lambda: GroupedQueryAttention(32, 4, 3),
+     "heads must be a multiple of kv_heads .*got heads=4, kv_heads=3"),
     (lambda: GroupedQueryAttention(30, 4), "d_model must split evenly into heads"),
     (lambda: GroupedQueryAttention(32, 4, layout="pairs"), "layout must be one of"),
     (lambda: ModernConfig(10, d_model=24, heads=8), "heads of an even size d_k"),
