@@ -59,7 +59,9 @@ __all__ = [
 
 
 def js_list(values) -> str:
-    """A Python list (of lists) as a Vega expression array literal, for a chart that looks up
+    """Write a Python list (of lists) as a Vega expression array literal.
+
+    A Python list (of lists) as a Vega expression array literal, for a chart that looks up
     labels by index in a calculate transform (``f"{js_list(labels)}[datum.s][datum.q]"``)."""
     return json.dumps(values, ensure_ascii=False)
 

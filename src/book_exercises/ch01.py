@@ -206,7 +206,9 @@ EMBED_WITH_POSITIONS = Exercise(
 
 
 def check_embed_with_positions(function, device=None):
-    """Check ``function(tokens, weight) -> (batch, seq, d_model)``: tokens (batch, seq) ids, weight
+    """Check a function that embeds tokens and adds positional encodings.
+
+    Check ``function(tokens, weight) -> (batch, seq, d_model)``: tokens (batch, seq) ids, weight
     (vocab, d_model). Inputs on the CPU unless ``device`` is given; the output is moved to the CPU."""
     return run(EMBED_WITH_POSITIONS, function, device)
 

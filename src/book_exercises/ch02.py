@@ -152,7 +152,9 @@ MASKED_ATTENTION = Exercise(
 
 
 def check_masked_attention(function, device=None):
-    """Check ``function(query, key, value, mask) -> (output, weights)`` with a boolean mask
+    """Check a scaled dot-product attention function that takes a mask.
+
+    Check ``function(query, key, value, mask) -> (output, weights)`` with a boolean mask
     (True = may attend) that broadcasts to (..., queries, keys). No row is fully masked here.
     Inputs on the CPU unless ``device`` is given; outputs moved to the CPU, compared to 1e-5."""
     return run(MASKED_ATTENTION, function, device)
@@ -215,7 +217,9 @@ MASKED_SOFTMAX = Exercise(
 
 
 def check_masked_softmax(function, device=None):
-    """Check ``function(scores, mask) -> weights`` (same shape as scores): the softmax over the last
+    """Check a softmax over the last axis restricted to where the mask is True.
+
+    Check ``function(scores, mask) -> weights`` (same shape as scores): the softmax over the last
     axis restricted to mask == True, and all zeros on a row where the mask has no True.
     Inputs on the CPU unless ``device`` is given; the output is moved to the CPU."""
     return run(MASKED_SOFTMAX, function, device)

@@ -52,7 +52,9 @@ SPLIT_HEADS = Exercise(
 
 
 def check_split_heads(function, device=None):
-    """Check ``function(x, heads) -> (batch, heads, seq, d_k)`` for x (batch, seq, d_model).
+    """Check a function that splits the model dimension into heads.
+
+    Check ``function(x, heads) -> (batch, heads, seq, d_k)`` for x (batch, seq, d_model).
     Inputs on the CPU unless ``device`` is given; the output is moved to the CPU and compared exactly
     (to 1e-6)."""
     return run(SPLIT_HEADS, function, device)
@@ -94,7 +96,9 @@ MERGE_HEADS = Exercise(
 
 
 def check_merge_heads(function, device=None):
-    """Check ``function(x) -> (batch, seq, heads * d_k)`` for x (batch, heads, seq, d_k).
+    """Check a function that merges the heads back into the model dimension.
+
+    Check ``function(x) -> (batch, seq, heads * d_k)`` for x (batch, heads, seq, d_k).
     Inputs on the CPU unless ``device`` is given; the output is moved to the CPU."""
     return run(MERGE_HEADS, function, device)
 
@@ -177,7 +181,9 @@ MULTI_HEAD_ATTENTION = Exercise(
 
 
 def check_multi_head_attention(function, device=None):
-    """Check ``function(layer, query, key, value, mask=None) -> (batch, queries, d_model)``, where
+    """Check a multi-head attention forward pass written with a layer's weights.
+
+    Check ``function(layer, query, key, value, mask=None) -> (batch, queries, d_model)``, where
     ``layer`` is a transformer_book.MultiHeadAttention whose query_proj, key_proj, value_proj and
     output_proj (nn.Linear) and heads you use. Inputs and the layer are on the CPU unless ``device``
     is given (the layer is then copied there); the output is moved to the CPU."""

@@ -83,7 +83,9 @@ LAYER_NORM = Exercise(
 
 
 def check_layer_norm(function, device=None):
-    """Check ``function(x, gamma, beta, eps=1e-5) -> (..., d_model)``: x (..., d_model), gamma and
+    """Check a layer normalisation function.
+
+    Check ``function(x, gamma, beta, eps=1e-5) -> (..., d_model)``: x (..., d_model), gamma and
     beta (d_model,). Inputs on the CPU unless ``device`` is given; the output is moved to the CPU
     and compared to 1e-4."""
     return run(LAYER_NORM, function, device)
@@ -140,7 +142,9 @@ SUBLAYER_CONNECTION = Exercise(
 
 
 def check_sublayer_connection(function, device=None):
-    """Check ``function(x, sublayer, norm) -> (..., d_model)``: ``sublayer`` and ``norm`` are
+    """Check a post-norm residual sublayer connection.
+
+    Check ``function(x, sublayer, norm) -> (..., d_model)``: ``sublayer`` and ``norm`` are
     callables (modules) of a (..., d_model) tensor. Inputs and modules on the CPU unless ``device``
     is given; the output is moved to the CPU."""
     return run(SUBLAYER_CONNECTION, function, device)
@@ -199,7 +203,9 @@ PRE_NORM_STACK = Exercise(
 
 
 def check_pre_norm_stack(function, device=None):
-    """Check ``function(x, sublayers, norms, final_norm) -> (..., d_model)``: lists of callables
+    """Check a stack of pre-norm sublayers followed by a final norm.
+
+    Check ``function(x, sublayers, norms, final_norm) -> (..., d_model)``: lists of callables
     (modules) and a final norm. Inputs and modules on the CPU unless ``device`` is given; the output
     is moved to the CPU."""
     return run(PRE_NORM_STACK, function, device)

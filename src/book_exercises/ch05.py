@@ -64,7 +64,9 @@ FEED_FORWARD = Exercise(
 
 
 def check_feed_forward(function, device=None):
-    """Check ``function(x, w1, b1, w2, b2) -> (..., d_model)``: w1 (d_model, d_ff), b1 (d_ff,),
+    """Check a position-wise feed-forward network function.
+
+    Check ``function(x, w1, b1, w2, b2) -> (..., d_model)``: w1 (d_model, d_ff), b1 (d_ff,),
     w2 (d_ff, d_model), b2 (d_model,), the paper's layout (x @ w1). Inputs on the CPU unless
     ``device`` is given; the output is moved to the CPU and compared to 1e-4."""
     return run(FEED_FORWARD, function, device)
@@ -120,7 +122,9 @@ ENCODER_PARAMETERS = Exercise(
 
 
 def check_encoder_layer_parameters(function, device=None):
-    """Check ``function(d_model, heads, d_ff) -> int`` against the parameter count of
+    """Check a function that counts an encoder layer's parameters.
+
+    Check ``function(d_model, heads, d_ff) -> int`` against the parameter count of
     transformer_book.EncoderLayer. No tensors are involved, so ``device`` is not used."""
     return run(ENCODER_PARAMETERS, function, device)
 
@@ -208,7 +212,9 @@ ENCODER_LAYER = Exercise(
 
 
 def check_encoder_layer(function, device=None):
-    """Check ``function(x, mask, self_attn, feed_forward, norm1, norm2) -> (batch, seq, d_model)``:
+    """Check an encoder layer forward pass written with the layer's modules.
+
+    Check ``function(x, mask, self_attn, feed_forward, norm1, norm2) -> (batch, seq, d_model)``:
     self_attn is a transformer_book.MultiHeadAttention (it returns (output, weights)), feed_forward
     a PositionwiseFeedForward, norm1 and norm2 LayerNorms; mask is None or (batch, 1, seq).
     Inputs and modules on the CPU unless ``device`` is given; the output is moved to the CPU."""

@@ -65,7 +65,9 @@ LOOK_AHEAD_MASK = Exercise(
 
 
 def check_look_ahead_mask(function, device=None):
-    """Check ``function(size) -> (size, size)`` boolean mask (a leading axis of 1 is accepted).
+    """Check a function that builds the look-ahead (subsequent) mask.
+
+    Check ``function(size) -> (size, size)`` boolean mask (a leading axis of 1 is accepted).
     No tensor inputs, so ``device`` is not used; the output is moved to the CPU."""
     return run(LOOK_AHEAD_MASK, function, device)
 
@@ -106,7 +108,9 @@ PADDING_MASK = Exercise(
 
 
 def check_padding_mask(function, device=None):
-    """Check ``function(tokens, pad_id) -> (batch, 1, seq)`` boolean mask. Inputs on the CPU unless
+    """Check a function that builds the padding mask of the keys.
+
+    Check ``function(tokens, pad_id) -> (batch, 1, seq)`` boolean mask. Inputs on the CPU unless
     ``device`` is given; the output is moved to the CPU."""
     return run(PADDING_MASK, function, device)
 
@@ -153,7 +157,9 @@ TARGET_MASK = Exercise(
 
 
 def check_target_mask(function, device=None):
-    """Check ``function(tokens, pad_id) -> (batch, seq, seq)`` boolean mask. Inputs on the CPU
+    """Check a function that builds the decoder's target mask.
+
+    Check ``function(tokens, pad_id) -> (batch, seq, seq)`` boolean mask. Inputs on the CPU
     unless ``device`` is given; the output is moved to the CPU."""
     return run(TARGET_MASK, function, device)
 

@@ -71,7 +71,9 @@ CROSS_ATTENTION = Exercise(
 
 
 def check_cross_attention(function, device=None):
-    """Check ``function(x, memory, attention, source_mask) -> (batch, target, d_model)``:
+    """Check a cross-attention sublayer: decoder queries over encoder memory.
+
+    Check ``function(x, memory, attention, source_mask) -> (batch, target, d_model)``:
     x (batch, target, d_model) decoder states, memory (batch, source, d_model), attention a
     transformer_book.MultiHeadAttention (returns (output, weights)), source_mask None or
     (batch, 1, source). Inputs on the CPU unless ``device`` is given; output moved to the CPU."""
@@ -163,7 +165,9 @@ DECODER_LAYER = Exercise(
 
 
 def check_decoder_layer(function, device=None):
-    """Check ``function(x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward,
+    """Check a decoder layer forward pass written with the layer's modules.
+
+    Check ``function(x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward,
     norms) -> (batch, target, d_model)``: norms is a list of three LayerNorms, one per sublayer.
     Inputs and modules on the CPU unless ``device`` is given; the output is moved to the CPU."""
     return run(DECODER_LAYER, function, device)
@@ -198,7 +202,9 @@ TEACHER_FORCING = Exercise(
 
 
 def check_teacher_forcing(function, device=None):
-    """Check ``function(target) -> (decoder_input, labels)`` for (batch, seq) token ids that start
+    """Check a function that splits targets into decoder input and labels.
+
+    Check ``function(target) -> (decoder_input, labels)`` for (batch, seq) token ids that start
     with the start token, as transformer_book.sequence_loss splits them. Inputs on the CPU unless
     ``device`` is given; the outputs are moved to the CPU."""
     return run(TEACHER_FORCING, function, device)

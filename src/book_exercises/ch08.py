@@ -68,7 +68,9 @@ GENERATOR = Exercise(
 
 
 def check_generator(function, device=None):
-    """Check ``function(x, weight, bias) -> (..., vocab)`` log-probabilities: x (..., d_model),
+    """Check a generator function: a linear map, then a log-softmax.
+
+    Check ``function(x, weight, bias) -> (..., vocab)`` log-probabilities: x (..., d_model),
     weight (vocab, d_model) and bias (vocab,) as in nn.Linear. Inputs on the CPU unless ``device``
     is given; the output is moved to the CPU and compared to 1e-4."""
     return run(GENERATOR, function, device)
@@ -125,7 +127,9 @@ SMOOTHED_TARGETS = Exercise(
 
 
 def check_smoothed_targets(function, device=None):
-    """Check ``function(targets, vocab_size, pad_id, smoothing) -> (N, vocab)`` against
+    """Check a function that builds label-smoothed target distributions.
+
+    Check ``function(targets, vocab_size, pad_id, smoothing) -> (N, vocab)`` against
     LabelSmoothingLoss.smoothed_targets. Inputs on the CPU unless ``device`` is given; the output is
     moved to the CPU."""
     return run(SMOOTHED_TARGETS, function, device)
@@ -182,7 +186,9 @@ TOP_K = Exercise(
 
 
 def check_top_k_probabilities(function, device=None):
-    """Check ``function(logits, k, temperature) -> (..., vocab)`` probabilities: the distribution
+    """Check a function that computes top-k sampling probabilities.
+
+    Check ``function(logits, k, temperature) -> (..., vocab)`` probabilities: the distribution
     that transformer_book.sample_next_token draws from. Inputs on the CPU unless ``device`` is given;
     the output is moved to the CPU."""
     return run(TOP_K, function, device)

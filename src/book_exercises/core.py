@@ -33,7 +33,9 @@ WRONG = "Not quite"
 
 
 class CheckResult:
-    """What a checker found. True if the answer is correct; displays nothing in a notebook (the checker
+    """What a checker found: true if the answer is correct.
+
+    What a checker found. True if the answer is correct; displays nothing in a notebook (the checker
     has printed its line already), so ``check_x(f)`` as a cell's last line shows one line only."""
 
     def __init__(self, status: str, message: str):
@@ -69,7 +71,9 @@ class Case:
 
 @dataclass
 class Mistake:
-    """A typical wrong answer: the hint to print, and what code with that mistake returns for a case
+    """A typical wrong answer, with its hint and what the mistaken code returns.
+
+    A typical wrong answer: the hint to print, and what code with that mistake returns for a case
     (a function of the same arguments as the exercise). ``applies`` may restrict it to some cases."""
 
     hint: str
@@ -117,7 +121,9 @@ def to_cpu(value):
 
 
 def same(got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
-    """True if ``got`` and ``expected`` (tensors, or tuples of tensors) have equal shapes and values
+    """Tell whether ``got`` and ``expected`` have equal shapes and values.
+
+    True if ``got`` and ``expected`` (tensors, or tuples of tensors) have equal shapes and values
     (NaN equal to NaN; booleans and integers exactly)."""
     if isinstance(expected, (tuple, list)):
         return (isinstance(got, (tuple, list)) and len(got) == len(expected)

@@ -20,7 +20,9 @@ from transformer_book.validation import check_tensor
 
 
 def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
-    """Raise a ValueError naming the shapes unless ``mask`` is boolean and broadcasts to
+    """Check that a mask is boolean and broadcasts to the attention scores.
+
+    Raise a ValueError naming the shapes unless ``mask`` is boolean and broadcasts to
     the scores.
 
     Only boolean masks are accepted: an integer 0/1 mask or an additive float mask
@@ -44,7 +46,9 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
 
 
 def check_dropout_module(dropout: object) -> None:
-    """Raise a TypeError unless ``dropout`` is a module (an nn.Dropout) or None; a
+    """Check that ``dropout`` is a dropout module or None.
+
+    Raise a TypeError unless ``dropout`` is a module (an nn.Dropout) or None; a
     probability such as 0.1 would fail only when called, as "'float' object is not
     callable"."""
     if dropout is not None and not isinstance(dropout, nn.Module):

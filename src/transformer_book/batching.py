@@ -14,7 +14,9 @@ import torch
 def length_batches(
     lengths: Sequence[int], max_tokens: int, seed: int | None = 0
 ) -> list[list[int]]:
-    """Indices of examples, grouped so that a batch padded to its longest example holds
+    """Group example indices into batches of at most ``max_tokens`` padded tokens.
+
+    Indices of examples, grouped so that a batch padded to its longest example holds
     at most ``max_tokens`` tokens (batch size x longest length).
 
     Examples are sorted by length (ties in random order), cut into batches, and the
@@ -59,7 +61,9 @@ def padding_share(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> f
 def pad_rows(
     rows: Sequence[Sequence[int]], pad_id: int = 0, device="cpu"
 ) -> torch.Tensor:
-    """Token id lists of different lengths -> (batch, longest), padded with
+    """Pad token id lists of different lengths into one (batch, longest) tensor.
+
+    Token id lists of different lengths -> (batch, longest), padded with
     ``pad_id``."""
     if not rows:
         raise ValueError("pad_rows needs at least one row; got none")

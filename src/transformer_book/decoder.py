@@ -68,7 +68,9 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         cache: dict | None = None,
     ) -> torch.Tensor:
-        """``cache`` (chapter 10): {"self": {...}, "cross": {...}}, one key/value
+        """Run one decoder layer: self-attention, cross-attention, feed-forward.
+
+        ``cache`` (chapter 10): {"self": {...}, "cross": {...}}, one key/value
         cache for each attention."""
         self_cache = cache["self"] if cache is not None else None
         cross_cache = cache["cross"] if cache is not None else None
@@ -127,7 +129,9 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of num_layers copies of ``layer`` (independent weights), each attending
+    """A stack of decoder layers attending to one memory, then a final layer norm.
+
+    A stack of num_layers copies of ``layer`` (independent weights), each attending
     to the same memory, then a final layer norm (``final_norm=False`` leaves it out).
     """
 
@@ -149,7 +153,9 @@ class Decoder(nn.Module):
         need_weights: bool = False,
         caches: list[dict] | None = None,
     ) -> torch.Tensor:
-        """x (batch, target, d_model), memory (batch, source, d_model)
+        """Run every decoder layer over the target, attending to the memory.
+
+        x (batch, target, d_model), memory (batch, source, d_model)
         -> (batch, target, d_model). ``caches`` (chapter 10): one per layer."""
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(
@@ -167,7 +173,9 @@ class Decoder(nn.Module):
 def load_torch_decoder_layer(
     ours: DecoderLayer, theirs: nn.TransformerDecoderLayer
 ) -> DecoderLayer:
-    """Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute
+    """Copy an nn.TransformerDecoderLayer's weights into our decoder layer.
+
+    Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute
     the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
@@ -185,7 +193,9 @@ def load_torch_decoder_layer(
 def check_kinds(
     ours: nn.Module, theirs: nn.Module, our_class: type, their_class: type
 ) -> None:
-    """Raise a TypeError unless ours is an ``our_class`` and theirs a PyTorch
+    """Check that ours and theirs are modules of the kinds a loader expects.
+
+    Raise a TypeError unless ours is an ``our_class`` and theirs a PyTorch
     ``their_class``: a loader given another kind of module would fail half-way, on a
     missing attribute."""
     for side, module, expected, prefix in (

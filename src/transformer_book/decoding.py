@@ -97,7 +97,9 @@ def greedy_decode(
     end_id: int | None = None,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """The most probable token at every step:
+    """Decode by picking the most probable token at every step.
+
+    The most probable token at every step:
     source (batch, source) -> (batch, 1 + new).
 
     The output starts with ``start_id``. A sequence that has emitted ``end_id`` only
@@ -207,7 +209,9 @@ def sequence_log_prob(
     tokens: torch.Tensor,
     end_id: int | None = None,
 ) -> torch.Tensor:
-    """Total log-probability of tokens[:, 1:] by one plain teacher-forced pass,
+    """Score each sequence's total log-probability in one teacher-forced pass.
+
+    Total log-probability of tokens[:, 1:] by one plain teacher-forced pass,
     (batch,).
 
     Tokens after the first ``end_id`` are not counted (decoders pad with it).

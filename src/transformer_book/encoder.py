@@ -92,7 +92,9 @@ class Encoder(nn.Module):
 
 
 def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
-    """Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer
+    """Check that PyTorch's layer ``theirs`` computes the same function as ours.
+
+    Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer
     ``theirs`` computes the same function as our ``ours``: the same d_model, heads and
     d_ff, the same norm placement, a ReLU, and the same eps in every layer norm. Chapter
     7's decoder loader reuses it.
@@ -131,7 +133,9 @@ def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
 
 @torch.no_grad()
 def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> None:
-    """Copy ``linear1``/``linear2`` into our FFN and ``norm1``, ``norm2`` (, ``norm3``)
+    """Copy a PyTorch layer's feed-forward weights and norms into ours.
+
+    Copy ``linear1``/``linear2`` into our FFN and ``norm1``, ``norm2`` (, ``norm3``)
     into our sublayers' norms."""
     ours.feed_forward.expand.load_state_dict(theirs.linear1.state_dict())
     ours.feed_forward.contract.load_state_dict(theirs.linear2.state_dict())
@@ -145,7 +149,9 @@ def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> Non
 def load_torch_encoder_layer(
     ours: EncoderLayer, theirs: nn.TransformerEncoderLayer
 ) -> EncoderLayer:
-    """Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute
+    """Copy an nn.TransformerEncoderLayer's weights into our encoder layer.
+
+    Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute
     the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,

@@ -91,7 +91,9 @@ def sample_next_token(
 
 
 class LabelSmoothingLoss(nn.Module):
-    """KL divergence to a smoothed target: 1 - smoothing on the right token, the rest
+    """Label-smoothed loss: the KL divergence to a smoothed target distribution.
+
+    KL divergence to a smoothed target: 1 - smoothing on the right token, the rest
     spread evenly over the other tokens except padding. Positions whose target is
     padding contribute nothing.
 

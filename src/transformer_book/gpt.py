@@ -70,7 +70,9 @@ class ActivationFeedForward(PositionwiseFeedForward):
 
 
 class GPTLayer(nn.Module):
-    """Chapter 7's decoder layer without cross-attention: masked self-attention, then
+    """A decoder-only layer: masked self-attention, then the feed-forward network.
+
+    Chapter 7's decoder layer without cross-attention: masked self-attention, then
     the feed-forward network, each inside a residual sublayer connection."""
 
     def __init__(self, config: GPTConfig):
@@ -102,7 +104,9 @@ class GPTLayer(nn.Module):
 
 
 def causal_mask(queries: int, offset: int = 0, device=None) -> torch.Tensor:
-    """(1, queries, offset + queries): query i (at position offset + i) may attend to
+    """Build the causal mask of ``queries`` new positions after ``offset`` old ones.
+
+    (1, queries, offset + queries): query i (at position offset + i) may attend to
     positions 0 .. offset + i. With offset 0, chapter 6's subsequent_mask."""
     keys = offset + queries
     return torch.ones(1, queries, keys, dtype=torch.bool, device=device).tril(offset)
@@ -135,7 +139,9 @@ class GPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """GPT-2's initialisation: normal(0, 0.02) weights, zero biases, and the
+        """Initialise the weights as GPT-2 does.
+
+        GPT-2's initialisation: normal(0, 0.02) weights, zero biases, and the
         projections that add into the residual stream scaled by 1/sqrt(2 * layers)."""
         for name, parameter in self.named_parameters():
             if name.endswith("bias") or name.endswith("beta"):
@@ -191,7 +197,9 @@ class GPT(nn.Module):
 
 
 def causal_lm_loss(logits: torch.Tensor, tokens: torch.Tensor, pad_id: int | None = 0):
-    """Mean cross-entropy of every next token: the logits at position t against the
+    """Compute the mean cross-entropy of predicting every next token.
+
+    Mean cross-entropy of every next token: the logits at position t against the
     token at t + 1 (the shift), padding targets left out."""
     if logits.shape[:2] != tokens.shape:
         raise ValueError(
@@ -253,7 +261,9 @@ def _config_from_hf(theirs) -> GPTConfig:
 def hf_parameter_pairs(
     ours: GPT, theirs
 ) -> list[tuple[str, torch.Tensor, object, object]]:
-    """(our name, our parameter, their parameter, convert) for every weight, where
+    """Pair each of our GPT's parameters with its Hugging Face GPT-2 counterpart.
+
+    (our name, our parameter, their parameter, convert) for every weight, where
     ``convert`` turns their tensor (the weight or its gradient) into our layout.
 
     GPT-2 stores its linear maps as Conv1D, x @ W + b with W (in, out): ours are
@@ -321,7 +331,9 @@ def hf_parameter_pairs(
 
 @torch.no_grad()
 def gpt_from_hf(theirs) -> GPT:
-    """Our GPT with GPT-2's configuration, holding a copy of a Hugging Face
+    """Build our GPT holding a copy of a Hugging Face GPT-2 model's weights.
+
+    Our GPT with GPT-2's configuration, holding a copy of a Hugging Face
     ``GPT2LMHeadModel``'s weights, in their dtype and on their device."""
     config = _config_from_hf(theirs)
     reference = next(theirs.parameters())

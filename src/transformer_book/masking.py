@@ -36,7 +36,9 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 def subsequent_mask(
     size: int, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    """(1, size, size): True on and below the diagonal, so position i may attend to
+    """Build the (1, size, size) mask that hides every later position.
+
+    (1, size, size): True on and below the diagonal, so position i may attend to
     positions 0..i.
 
     The leading axis of size 1 broadcasts over the batch: every sentence gets the same
@@ -49,7 +51,9 @@ def subsequent_mask(
 
 
 def target_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """(batch, seq) target ids -> (batch, seq, seq): no padding keys and no future
+    """Build the decoder's mask, hiding padding keys and future positions.
+
+    (batch, seq) target ids -> (batch, seq, seq): no padding keys and no future
     positions.
 
     (batch, 1, seq) & (1, seq, seq) broadcasts to (batch, seq, seq).

@@ -88,7 +88,9 @@ class Transformer(nn.Module):
         source_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> torch.Tensor:
-        """source (batch, source) ids and a mask broadcasting to (batch, 1, source)
+        """Encode the source token ids into the memory the decoder attends to.
+
+        source (batch, source) ids and a mask broadcasting to (batch, 1, source)
         -> memory (batch, source, d_model)."""
         return self.encoder(self.source_embed(source), source_mask, need_weights)
 
@@ -114,7 +116,9 @@ class Transformer(nn.Module):
         )
 
     def new_caches(self) -> list[dict]:
-        """Empty key/value caches for decoding one token at a time, one per decoder
+        """Make empty key/value caches, one per decoder layer.
+
+        Empty key/value caches for decoding one token at a time, one per decoder
         layer: a growing one for self-attention, a static one for cross-attention."""
         return [{"self": {}, "cross": {"static": True}} for _ in self.decoder.layers]
 
@@ -229,7 +233,9 @@ def load_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> Transfo
 
 
 def check_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> None:
-    """Raise unless load_torch_transformer can make ours compute what theirs computes,
+    """Check that load_torch_transformer can copy theirs into ours.
+
+    Raise unless load_torch_transformer can make ours compute what theirs computes,
     naming what differs: another kind of model (TypeError); the number of layers, the
     norm placement or the final norms; then, layer by layer, the sizes, activation and
     layer-norm eps (chapter 5's check), and the eps of the final norms (ValueError).
@@ -284,7 +290,9 @@ def sequence_loss(
     pad_id: int,
     loss_fn: nn.Module,
 ) -> torch.Tensor:
-    """Teacher forcing: read target[:, :-1], predict target[:, 1:];
+    """Compute the teacher-forced loss of predicting each target token.
+
+    Teacher forcing: read target[:, :-1], predict target[:, 1:];
     ``loss_fn`` of (N, vocab) and (N,).
 
     source (batch, source) and target (batch, target) are token ids padded with
@@ -303,7 +311,9 @@ def sequence_loss(
 def warmup_rate(
     step: int, d_model: int, warmup_steps: int, factor: float = 1.0
 ) -> float:
-    """The paper's learning rate:
+    """Compute the paper's learning rate at ``step``: warmup, then decay.
+
+    The paper's learning rate:
     factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
 
     It rises linearly for ``warmup_steps`` steps, to a peak of factor / sqrt(d_model *

@@ -31,7 +31,9 @@ def _positive_number(name: str, value) -> None:
 
 
 class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * gamma over the last axis: LayerNorm without the
+    """Root-mean-square normalisation: LayerNorm without the mean and the bias.
+
+    x / sqrt(mean(x^2) + eps) * gamma over the last axis: LayerNorm without the
     mean and the bias. Computed in float32, as Llama's reference code does: a
     half-precision input is upcast, a float64 one rounded, and the result is cast
     back to the input's dtype."""
@@ -62,7 +64,9 @@ LAYOUTS = ("half", "interleaved")
 def rotary_table(
     positions: torch.Tensor, d_k: int, theta: float = 10000.0, dtype=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the angles m * theta^(-2i/d_k), (seq, d_k) each, for the
+    """Compute the cos and sin tables of rotary position embeddings.
+
+    cos and sin of the angles m * theta^(-2i/d_k), (seq, d_k) each, for the
     positions m (seq,), in the half-split layout: the d_k/2 angles, twice.
 
     The angles are computed in float32, as Llama's reference code does (a model
@@ -87,7 +91,9 @@ def rotary_table(
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """(x1, x2) -> (-x2, x1), halves of the last axis: feature i is paired with
+    """Rotate the two halves of the last axis: (x1, x2) -> (-x2, x1).
+
+    (x1, x2) -> (-x2, x1), halves of the last axis: feature i is paired with
     feature i + d_k/2 (Hugging Face Llama's layout)."""
     first, second = x.chunk(2, dim=-1)
     return torch.cat([-second, first], dim=-1)
@@ -122,7 +128,9 @@ def apply_rotary(
 
 
 class SwiGLU(nn.Module):
-    """W_down (silu(W_gate x) * W_up x): the feed-forward network of Llama, three
+    """Llama's feed-forward network: W_down (silu(W_gate x) * W_up x).
+
+    W_down (silu(W_gate x) * W_up x): the feed-forward network of Llama, three
     matrices and no biases. (..., d_model) -> (..., d_model)."""
 
     def __init__(self, d_model: int, d_ff: int):
@@ -139,7 +147,9 @@ class SwiGLU(nn.Module):
 
 
 def swiglu_hidden(d_model: int, multiple_of: int = 256) -> int:
-    """Llama's hidden size: 8/3 * d_model (the parameters of a 4 * d_model ReLU
+    """Compute Llama's hidden size of the SwiGLU feed-forward network.
+
+    Llama's hidden size: 8/3 * d_model (the parameters of a 4 * d_model ReLU
     layer, over three matrices instead of two), rounded up to ``multiple_of``."""
     _positive_int("d_model", d_model)
     _positive_int("multiple_of", multiple_of)
@@ -148,7 +158,9 @@ def swiglu_hidden(d_model: int, multiple_of: int = 256) -> int:
 
 
 class GroupedQueryAttention(nn.Module):
-    """Causal self-attention with ``heads`` query heads sharing ``kv_heads`` key/value
+    """Causal self-attention with key/value heads shared by groups of query heads.
+
+    Causal self-attention with ``heads`` query heads sharing ``kv_heads`` key/value
     heads (``heads // kv_heads`` queries per group), rotary positions, no biases.
 
     x (batch, seq, d_model) -> (batch, seq, d_model). kv_heads = heads is multi-head
@@ -355,7 +367,9 @@ def _llama_config(theirs) -> ModernConfig:
 
 
 def llama_parameter_pairs(ours: ModernDecoder, theirs) -> list[tuple]:
-    """(our name, our parameter, their parameter) for every weight: the two
+    """Pair each of our ModernDecoder's parameters with its Llama counterpart.
+
+    (our name, our parameter, their parameter) for every weight: the two
     models keep the same matrices in the same layout, under other names."""
     h = theirs.model
     pairs = [("tokens.weight", ours.tokens.weight, h.embed_tokens.weight)]
@@ -388,7 +402,9 @@ def llama_parameter_pairs(ours: ModernDecoder, theirs) -> list[tuple]:
 
 @torch.no_grad()
 def llama_from_hf(theirs) -> ModernDecoder:
-    """Our ModernDecoder with the configuration of a Hugging Face
+    """Build our ModernDecoder holding a copy of a Hugging Face Llama's weights.
+
+    Our ModernDecoder with the configuration of a Hugging Face
     ``LlamaForCausalLM``, holding a copy of its weights, in their dtype and on
     their device."""
     config = _llama_config(theirs)

@@ -57,7 +57,9 @@ class LayerNorm(nn.Module):
 
 
 class SublayerConnection(nn.Module):
-    """A residual connection around a sublayer, with layer norm after it (post-norm)
+    """A residual connection around a sublayer, with a post- or pre-norm.
+
+    A residual connection around a sublayer, with layer norm after it (post-norm)
     or before it (pre-norm).
 
     post-norm (the paper, norm_first=False):  LayerNorm(x + Dropout(sublayer(x)))

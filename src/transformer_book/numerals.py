@@ -22,7 +22,9 @@ LARGEST = 999_999_999  # nine digits: the 亿 group holds one digit
 
 
 def english_words(number: int) -> list[str]:
-    """British English, one token per word: 12305 -> twelve thousand three hundred and
+    """Spell out a number in British English words, one token per word.
+
+    British English, one token per word: 12305 -> twelve thousand three hundred and
     five.
 
     "and" follows "hundred" when tens or units follow, and joins a last group below 100
@@ -142,7 +144,9 @@ NUMBERS_WEIGHTS = "numbers.pt"
 
 
 def trained_numbers_model(step: int | None = None, device="cpu"):
-    """(model, history) of the number model trained longer by tools/train_numbers.py:
+    """Load the longer-trained number model and its loss history.
+
+    (model, history) of the number model trained longer by tools/train_numbers.py:
     the checkpoint after ``step`` steps (default: the last), in evaluation mode on
     ``device``, and the run's loss history up to that step."""
     from importlib.resources import files

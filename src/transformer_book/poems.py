@@ -70,7 +70,9 @@ def poem_split(name: str) -> list[str]:
 
 
 class CharVocabulary:
-    """Characters <-> ids, with three special tokens: padding (id 0), the poem
+    """Map characters to ids and back, with three special tokens.
+
+    Characters <-> ids, with three special tokens: padding (id 0), the poem
     boundary ``<s>`` (id 1; it starts and ends every poem) and ``<unk>`` (id 2)."""
 
     PAD, BOUNDARY, UNKNOWN = "<pad>", "<s>", "<unk>"

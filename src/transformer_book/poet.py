@@ -23,7 +23,9 @@ from transformer_book.poems import CharVocabulary, poem_split
 
 
 def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None):
-    """Train a GPT on the poems for ``steps`` seeded random batches with AdamW (the
+    """Train a GPT on the poems; return the training loss of every step.
+
+    Train a GPT on the poems for ``steps`` seeded random batches with AdamW (the
     learning rate warmed up over the first tenth, then decayed linearly to zero);
     returns the training loss of every step."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
@@ -52,7 +54,9 @@ def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=
 
 @torch.no_grad()
 def perplexity(model, vocab, poems, batch_size=100, device=None) -> float:
-    """exp of the mean cross-entropy per predicted token (every character and the
+    """Compute the teacher-forced perplexity of the model on the poems.
+
+    exp of the mean cross-entropy per predicted token (every character and the
     closing <s>) over the poems, teacher-forced."""
     model.eval()
     total, count = 0.0, 0
@@ -75,7 +79,9 @@ VERSE = re.compile(r"[^，。？]*[，。？]|[^，。？]+$")
 
 
 def regular_form(poem: str) -> bool:
-    """True if every verse of ``poem`` has five characters, the verses end in turn with
+    """Tell whether ``poem`` has the regular form of a five-character poem.
+
+    True if every verse of ``poem`` has five characters, the verses end in turn with
     ， and 。 (or ？), and there are 4 or 8 of them."""
     verses = VERSE.findall(poem)
     return len(verses) in (4, 8) and all(
@@ -105,7 +111,9 @@ class Poet:
         acrostic: bool = False,
         top_k: int | None = None,
     ) -> str:
-        """A poem that starts with ``prompt`` (e.g. a first verse), sampled with the
+        """Write a poem that starts with ``prompt``, sampled token by token.
+
+        A poem that starts with ``prompt`` (e.g. a first verse), sampled with the
         key/value cache; with ``acrostic``, a 藏头诗 whose verses open with the
         prompt's characters, in order, one verse each (where a verse starts, the
         other tokens' logits are set to -inf)."""
@@ -182,7 +190,9 @@ HISTORY_FILE = "tang_poet_history.json"
 
 
 def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
-    """The shipped poet's recipe: the vocabulary of the training poems, a GPT of
+    """Train a poet with the shipped poet's recipe; return (Poet, losses).
+
+    The shipped poet's recipe: the vocabulary of the training poems, a GPT of
     ``POET_CONFIG`` seeded with ``seed``, ``train_lm`` with ``POET_TRAINING`` (any
     argument given replaces its value). Returns (Poet, losses)."""
     settings = dict(POET_TRAINING)
@@ -197,7 +207,9 @@ def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
 
 
 def pretrained_poet(device=None) -> Poet:
-    """The poet that tools/train_poet.py trained and the package ships (weights stored
+    """Load the poet that the package ships.
+
+    The poet that tools/train_poet.py trained and the package ships (weights stored
     in half precision, computed in float32)."""
     path = files("transformer_book") / "weights" / WEIGHTS_FILE
     stored = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu")
@@ -209,7 +221,9 @@ def pretrained_poet(device=None) -> Poet:
 
 
 def poet_history() -> dict:
-    """What tools/train_poet.py recorded beside the weights: the training settings,
+    """Load what tools/train_poet.py recorded beside the shipped poet's weights.
+
+    What tools/train_poet.py recorded beside the weights: the training settings,
     the loss of every step, the held-out perplexity of the stored weights, and the
     poems written by them (``samples``) and by the untrained network
     (``untrained_samples``) with seeds 0 to 199 at the defaults of ``Poet.write``."""

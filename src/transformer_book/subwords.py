@@ -20,7 +20,10 @@ END_OF_WORD = "</w>"
 
 
 def pre_tokenize(sentence: str) -> list[str]:
-    """ "Tom's here." -> ["Tom", "'", "s", "here", "."]"""
+    """Split a sentence into words and punctuation marks.
+
+    "Tom's here." -> ["Tom", "'", "s", "here", "."]
+    """
     return WORD.findall(sentence)
 
 
@@ -39,8 +42,7 @@ def count_pairs(words: Counter) -> Counter:
 
 
 def merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
-    """Replace every occurrence of ``pair`` in ``symbols`` by one symbol, left to
-    right."""
+    """Merge each ``pair`` in ``symbols`` into one symbol, left to right."""
     merged, i = [], 0
     while i < len(symbols):
         if symbols[i : i + 2] == pair:
@@ -97,7 +99,10 @@ class BytePairEncoding:
         return self._cache[word]
 
     def tokenize(self, sentence: str) -> list[str]:
-        """ "Tom's here." -> ["Tom</w>", "'</w>", "s</w>", "here</w>", ".</w>"]"""
+        """Split a sentence into subword tokens.
+
+        "Tom's here." -> ["Tom</w>", "'</w>", "s</w>", "here</w>", ".</w>"]
+        """
         return [token for w in pre_tokenize(sentence) for token in self.encode_word(w)]
 
 
@@ -105,7 +110,9 @@ MERGES_FILE = "tatoeba_en_merges.txt"  # in transformer_book/data/
 
 
 def read_merges(path: str | Path | None = None) -> list[tuple[str, str]]:
-    """Merges from a file of "left right" lines, in order (default: the 2,000 merges
+    """Read byte-pair merges from a file of "left right" lines, in order.
+
+    Merges from a file of "left right" lines, in order (default: the 2,000 merges
     the package ships: ``learn_bpe`` on the English side of the Tatoeba training split,
     written by tools/train_translator.py)."""
     if path is None:
@@ -129,7 +136,9 @@ SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 
 
 class Vocabulary:
-    """Tokens <-> ids. Ids 0 to 3 are "<pad>", "<s>", "</s>" and "<unk>"; a token
+    """Map tokens to ids and back, with four special tokens.
+
+    Tokens <-> ids. Ids 0 to 3 are "<pad>", "<s>", "</s>" and "<unk>"; a token
     that is not in the vocabulary encodes as "<unk>"."""
 
     pad_id, start_id, end_id, unk_id = 0, 1, 2, 3

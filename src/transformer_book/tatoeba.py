@@ -67,7 +67,9 @@ def _translations() -> dict[str, tuple[str, ...]]:
 
 
 def tatoeba_split(name: str) -> list[tuple[str, list[str]]]:
-    """(English sentence, [its Chinese translations]) for the "train", "dev" or "test"
+    """Load the "train", "dev" or "test" split of the Tatoeba pairs.
+
+    (English sentence, [its Chinese translations]) for the "train", "dev" or "test"
     split.
 
     The split is by English sentence: all translations of one sentence fall on one

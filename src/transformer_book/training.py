@@ -115,7 +115,9 @@ def exact_match_accuracy(
 
 
 def training_spread(run: str, figure: str) -> tuple[float, float, int]:
-    """(lowest, highest, number of runs) of ``figure`` in the recorded spread of one of
+    """Look up the recorded spread of one figure of a chapter's training.
+
+    (lowest, highest, number of runs) of ``figure`` in the recorded spread of one of
     the chapters' trainings (``run``: "dates", "ablations", "numbers" or "poems").
 
     tools/measure_training_spread.py trained each as its chapter does, with five seeds,
@@ -140,7 +142,9 @@ def training_spread(run: str, figure: str) -> tuple[float, float, int]:
 
 
 def trained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
-    """(model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
+    """Load the dates model shipped with the package, and its history.
+
+    (model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
     weights shipped with the package (``weights/dates.pt``, written on a CPU by
     tools/export_playground.py); the model in eval mode, on ``device``."""
     from importlib.resources import files

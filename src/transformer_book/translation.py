@@ -59,7 +59,9 @@ class Translator:
     def untrained(
         cls, pairs: Sequence[tuple], merges, config: dict | None = None
     ) -> Translator:
-        """A fresh model (``TRANSLATION_CONFIG`` by default), with vocabularies read
+        """Make an untrained translator with vocabularies from ``pairs``.
+
+        A fresh model (``TRANSLATION_CONFIG`` by default), with vocabularies read
         off the training ``pairs``. Seed torch first: the initial weights are random."""
         source_vocab = english_vocabulary([english for english, _ in pairs], merges)
         target_vocab = chinese_vocabulary(
@@ -75,7 +77,9 @@ class Translator:
         return self.config.get("max_len", 5000)
 
     def source_ids(self, sentence: str) -> list[int]:
-        """An English sentence's token ids, or a ValueError saying why it cannot be
+        """Encode an English sentence as token ids, or explain why not.
+
+        An English sentence's token ids, or a ValueError saying why it cannot be
         translated."""
         if not isinstance(sentence, str):
             raise TypeError(f"a sentence is a str; got {type(sentence).__name__}")
@@ -118,7 +122,9 @@ class Translator:
         alpha: float = 0.6,
         batch_size: int = 100,
     ) -> list[str]:
-        """Chinese translations: beam search (``beam_size``, length penalty ``alpha``),
+        """Translate English sentences into Chinese.
+
+        Chinese translations: beam search (``beam_size``, length penalty ``alpha``),
         or greedy decoding when ``beam_size`` is 1."""
         if isinstance(sentences, str):
             raise TypeError("translate takes a list of sentences; got one string")
@@ -165,7 +171,9 @@ def train_translator(
     device="cpu",
     on_epoch: Callable[[int, Translator], dict] | None = None,
 ) -> tuple[list[dict], list[dict]]:
-    """Train ``translator.model`` in place on length batches of ``pairs``: chapter 9's
+    """Train ``translator.model`` in place on length batches of ``pairs``.
+
+    Train ``translator.model`` in place on length batches of ``pairs``: chapter 9's
     loss, optimiser and learning-rate schedule, a fresh shuffle of the batches every
     epoch. Returns (history, checkpoints).
 
@@ -243,7 +251,9 @@ def mean_token_loss(
     pairs: Sequence[tuple[str, list[str]]],
     max_tokens: int = 4000,
 ) -> float:
-    """Cross-entropy per target token, teacher-forced and without smoothing, over
+    """Compute the mean cross-entropy per target token over ``pairs``.
+
+    Cross-entropy per target token, teacher-forced and without smoothing, over
     every translation in ``pairs`` (exp of it is the perplexity)."""
     examples = translator.examples(pairs)
     lengths = [max(len(source), len(target)) for source, target in examples]
@@ -266,7 +276,9 @@ def mean_token_loss(
 def corpus_scores(
     hypotheses: Sequence[str], references: Sequence[Sequence[str]]
 ) -> dict[str, float]:
-    """sacrebleu's BLEU (over characters: ``tokenize="zh"``) and chrF of
+    """Score ``hypotheses`` against the references with BLEU and chrF.
+
+    sacrebleu's BLEU (over characters: ``tokenize="zh"``) and chrF of
     ``hypotheses`` against every reference of each sentence."""
     import sacrebleu  # only scoring needs it, not the model
 
@@ -291,7 +303,9 @@ WEIGHTS_FILE = "tatoeba_en_zh.pt"  # in transformer_book/weights/
 
 
 def translator_state(translator: Translator, dtype=torch.float16) -> dict:
-    """What it takes to rebuild ``translator``: its configuration, merges, vocabularies
+    """Collect what it takes to rebuild ``translator``.
+
+    What it takes to rebuild ``translator``: its configuration, merges, vocabularies
     and weights (stored as ``dtype``: half precision halves the file)."""
     model = translator.model
     return {
@@ -320,7 +334,9 @@ def load_translator(saved: dict, device="cpu") -> Translator:
 
 
 def pretrained_translator(device="cpu") -> tuple[Translator, list[dict]]:
-    """(translator, history) of the model the package ships, trained on the Tatoeba
+    """Load the translator that the package ships, and its history.
+
+    (translator, history) of the model the package ships, trained on the Tatoeba
     training split by tools/train_translator.py: ``translate(sentences)``."""
     from importlib.resources import files
 
@@ -337,7 +353,9 @@ def train_recipe(
     on_epoch: Callable[[int, Translator], dict] | None = None,
     **changes,
 ) -> tuple[Translator, Translator, list[dict]]:
-    """Train a translator as the shipped one was: a seeded ``TRANSLATION_CONFIG``
+    """Train a translator as the shipped one was.
+
+    Train a translator as the shipped one was: a seeded ``TRANSLATION_CONFIG``
     model, ``train_translator`` with ``TRANSLATION_TRAINING`` (entries replaced by
     ``changes``, e.g. ``smoothing=0.0``), then the last checkpoints averaged.
 

@@ -22,7 +22,9 @@ def check_tensor(
     dtype: torch.dtype | None = None,
     like: str = "the module's parameters",
 ) -> None:
-    """Refuse a non-tensor; with ``floating``, an integer or boolean tensor; with
+    """Check that ``value`` is a tensor of the expected kind and dtype.
+
+    Refuse a non-tensor; with ``floating``, an integer or boolean tensor; with
     ``dtype``, another dtype.
 
     ``dtype`` is usually that of the module's parameters (``like`` says whose):
