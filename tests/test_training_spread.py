@@ -19,13 +19,13 @@ RUNS = ("dates", "ablations", "numbers", "poems")
 
 
 def runs(name: str) -> list[dict]:
-    return list(RECORD[name].values())
+    return list(RECORD["runs"][name].values())
 
 
 @pytest.mark.parametrize("name", RUNS)
 def test_every_run_is_recorded_for_five_seeds_on_every_kernel_path(name):
     expected = {f"{path}, seed {seed}" for path in KERNEL_PATHS for seed in range(5)}
-    assert set(RECORD[name]) == expected
+    assert set(RECORD["runs"][name]) == expected
     assert RECORD["kernel paths"] == KERNEL_PATHS
 
 

@@ -22,9 +22,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from notebooks import KERNEL_PATHS, REPO_ROOT
+
 RUNNER = REPO_ROOT / "tools" / "run_chapters_plain.py"
-PATHS = ("native", "avx2", "default")  # notebooks.KERNEL_PATHS
+PATHS = tuple(KERNEL_PATHS)
 
 
 def run(chapter: Path, path: str, seed: int) -> dict:

@@ -138,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     record["machine"] = f"{cpu_name()}, {os.cpu_count()} cores"
     record["kernel paths"] = {path: KERNEL_PATHS[path] for path in args.paths}
     for name in args.runs:
-        record[name] = {f"{path}, seed {seed}": figures
+        record.setdefault("runs", {})[name] = {f"{path}, seed {seed}": figures
                         for (run, path, seed), figures in zip(jobs, results) if run == name}
-        for figure in next(iter(record[name].values())):
-            values = [figures[figure] for figures in record[name].values()]
+        for figure in next(iter(record["runs"][name].values())):
+            values = [figures[figure] for figures in record["runs"][name].values()]
             print(f"{name}: {figure} from {min(values)} to {max(values)} over {len(values)} runs")
     args.output.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

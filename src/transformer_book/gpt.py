@@ -28,6 +28,12 @@ ACTIVATIONS = {
 }
 
 
+def check_positive_int(name: str, value) -> None:
+    """Refuse anything but a positive int (a bool is not one), naming the value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int; got {name}={value!r}")
+
+
 @dataclass(frozen=True)
 class GPTConfig:
     """The size of a decoder-only model and the four choices GPT-2 made after 2017."""
@@ -47,9 +53,7 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "max_len", "d_model", "heads", "layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int; got {name}={value!r}")
+            check_positive_int(name, getattr(self, name))
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(ACTIVATIONS)}; "
@@ -220,23 +224,33 @@ HF_ACTIVATIONS = {
 }
 
 
-def _config_from_hf(theirs) -> GPTConfig:
-    if type(theirs).__name__ != "GPT2LMHeadModel" or not hasattr(theirs, "transformer"):
+def hf_config(theirs, class_name: str, body: str, needed):
+    """Return the configuration of ``theirs``, a transformers ``class_name``.
+
+    Anything else is refused, and so is a configuration we do not implement:
+    ``needed(config)`` gives {setting: (its value, the value we support)}.
+    """
+    if type(theirs).__name__ != class_name or not hasattr(theirs, body):
         raise TypeError(
-            "expected a transformers GPT2LMHeadModel; got "
+            f"expected a transformers {class_name}; got "
             f"{type(theirs).__module__}.{type(theirs).__name__}"
         )
-    c = theirs.config
-    unsupported = {
+    config = theirs.config
+    for name, (value, need) in needed(config).items():
+        if value != need:
+            raise ValueError(
+                f"{type(config).__name__}.{name}={value!r} is not supported "
+                f"(need {need!r})"
+            )
+    return config
+
+
+def _config_from_hf(theirs) -> GPTConfig:
+    c = hf_config(theirs, "GPT2LMHeadModel", "transformer", lambda c: {
         "scale_attn_weights": (c.scale_attn_weights, True),
         "scale_attn_by_inverse_layer_idx": (c.scale_attn_by_inverse_layer_idx, False),
         "add_cross_attention": (getattr(c, "add_cross_attention", False), False),
-    }
-    for name, (value, needed) in unsupported.items():
-        if value != needed:
-            raise ValueError(
-                f"GPT2Config.{name}={value!r} is not supported (need {needed})"
-            )
+    })  # fmt: skip
     if c.activation_function not in HF_ACTIVATIONS:
         raise ValueError(
             f"GPT2Config.activation_function={c.activation_function!r} is not one of "

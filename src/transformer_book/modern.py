@@ -15,13 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.gpt import causal_mask
+from transformer_book.gpt import causal_mask, check_positive_int, hf_config
 from transformer_book.validation import check_tensor, check_token_ids
-
-
-def _positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int; got {name}={value!r}")
 
 
 def _positive_number(name: str, value) -> None:
@@ -40,7 +35,7 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
-        _positive_int("d_model", d_model)
+        check_positive_int("d_model", d_model)
         _positive_number("eps", eps)
         self.d_model, self.eps = d_model, eps
         self.gamma = nn.Parameter(torch.ones(d_model))
@@ -78,7 +73,7 @@ def rotary_table(
             "positions must be a 1-axis integer tensor (seq,); got dtype "
             f"{positions.dtype} and shape {tuple(positions.shape)}"
         )
-    _positive_int("d_k", d_k)
+    check_positive_int("d_k", d_k)
     if d_k % 2:
         raise ValueError(f"d_k must be even (features are rotated in pairs); got {d_k}")
     _positive_number("theta", theta)
@@ -135,8 +130,8 @@ class SwiGLU(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int):
         super().__init__()
-        _positive_int("d_model", d_model)
-        _positive_int("d_ff", d_ff)
+        check_positive_int("d_model", d_model)
+        check_positive_int("d_ff", d_ff)
         self.gate = nn.Linear(d_model, d_ff, bias=False)
         self.up = nn.Linear(d_model, d_ff, bias=False)
         self.down = nn.Linear(d_ff, d_model, bias=False)
@@ -151,8 +146,8 @@ def swiglu_hidden(d_model: int, multiple_of: int = 256) -> int:
 
     Llama's hidden size: 8/3 * d_model (the parameters of a 4 * d_model ReLU
     layer, over three matrices instead of two), rounded up to ``multiple_of``."""
-    _positive_int("d_model", d_model)
-    _positive_int("multiple_of", multiple_of)
+    check_positive_int("d_model", d_model)
+    check_positive_int("multiple_of", multiple_of)
     hidden = int(2 * (4 * d_model) / 3)
     return multiple_of * -(-hidden // multiple_of)
 
@@ -175,7 +170,7 @@ class GroupedQueryAttention(nn.Module):
         kv_heads = heads if kv_heads is None else kv_heads
         for name, value in (("d_model", d_model), ("heads", heads),
                             ("kv_heads", kv_heads)):
-            _positive_int(name, value)
+            check_positive_int(name, value)
         if d_model % heads:
             raise ValueError(
                 f"d_model must split evenly into heads; got d_model={d_model}, "
@@ -242,11 +237,11 @@ class ModernConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "heads", "layers", "multiple_of"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         kv_heads = self.heads if self.kv_heads is None else self.kv_heads
-        _positive_int("kv_heads", kv_heads)
+        check_positive_int("kv_heads", kv_heads)
         if self.d_ff is not None:
-            _positive_int("d_ff", self.d_ff)
+            check_positive_int("d_ff", self.d_ff)
         _positive_number("theta", self.theta)
         _positive_number("eps", self.eps)
         if self.d_model % self.heads or (self.d_model // self.heads) % 2:
@@ -336,27 +331,22 @@ class ModernDecoder(nn.Module):
         return self.final_norm(x) @ self.output_weight().T  # (batch, seq, vocab)
 
 
-def _llama_config(theirs) -> ModernConfig:
-    if type(theirs).__name__ != "LlamaForCausalLM" or not hasattr(theirs, "model"):
-        raise TypeError(
-            "expected a transformers LlamaForCausalLM; got "
-            f"{type(theirs).__module__}.{type(theirs).__name__}"
-        )
-    c = theirs.config
-    rope = getattr(c, "rope_parameters", None) or {
+def _rope(c) -> dict:
+    """The rotary settings of a LlamaConfig (newer transformers: rope_parameters)."""
+    return getattr(c, "rope_parameters", None) or {
         "rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
-    needed = {
+
+
+def _llama_config(theirs) -> ModernConfig:
+    c = hf_config(theirs, "LlamaForCausalLM", "model", lambda c: {
         "attention_bias": (c.attention_bias, False),
         "mlp_bias": (c.mlp_bias, False),
         "hidden_act": (c.hidden_act, "silu"),
-        "rope_type": (rope.get("rope_type", "default"), "default"),
+        "rope_type": (_rope(c).get("rope_type", "default"), "default"),
         "head_dim": (getattr(c, "head_dim", None) or c.hidden_size
                      // c.num_attention_heads, c.hidden_size // c.num_attention_heads),
-    }
-    for name, (value, need) in needed.items():
-        if value != need:
-            raise ValueError(f"LlamaConfig.{name}={value!r} is not supported "
-                             f"(need {need!r})")
+    })  # fmt: skip
+    rope = _rope(c)
     return ModernConfig(
         vocab_size=c.vocab_size, d_model=c.hidden_size, heads=c.num_attention_heads,
         kv_heads=c.num_key_value_heads or c.num_attention_heads,

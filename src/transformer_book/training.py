@@ -128,8 +128,7 @@ def training_spread(run: str, figure: str) -> tuple[float, float, int]:
 
     path = files("transformer_book") / "weights" / "training_spread.json"
     record = json.loads(path.read_text(encoding="utf-8"))
-    runs = {key: value for key, value in record.items() if isinstance(value, dict)}
-    runs.pop("kernel paths", None)
+    runs = record["runs"]  # also recorded: the machine and the kernel paths
     if run not in runs:
         raise ValueError(f"run must be one of {sorted(runs)}; got run={run!r}")
     figures = next(iter(runs[run].values()))
