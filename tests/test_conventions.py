@@ -6,12 +6,10 @@ import re
 import pytest
 import yaml
 
-import export_package
 import sync_repo_url
-from notebooks import cells, printed, source, sources
+from notebooks import REPO_ROOT, cells, chapters, printed, source, sources
 
-REPO_ROOT = export_package.REPO_ROOT
-CHAPTERS = export_package.chapter_notebooks()
+CHAPTERS = chapters()
 MAX_CHART_BYTES = 150_000  # keep pages light: sample or round the data of a chart that is larger
 
 

@@ -3,6 +3,7 @@
 import json
 
 import export_package
+from notebooks import BOOK, chapters
 
 
 def test_package_matches_the_chapters(capsys):
@@ -13,7 +14,7 @@ def test_package_matches_the_chapters(capsys):
 def test_every_chapter_module_is_generated():
     generated = {path.name for path in export_package.generated_files()}
     assert "positional.py" in generated
-    assert set(export_package.render_modules(export_package.chapter_notebooks())) == generated
+    assert set(export_package.render_modules(chapters())) == generated
 
 
 def test_no_hand_written_modules_besides_init():
@@ -26,7 +27,7 @@ def test_no_hand_written_modules_besides_init():
 
 def test_an_edited_chapter_is_detected(tmp_path):
     # Copy chapter 1, change one exported line, and check that the rendered module does not match.
-    original = export_package.BOOK_DIR / "01_positional_encoding.ipynb"
+    original = BOOK / "01_positional_encoding.ipynb"
     notebook = json.loads(original.read_text(encoding="utf-8"))
     for cell in notebook["cells"]:
         source = "".join(cell["source"])

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 import export_package
-from notebooks import execute
+from notebooks import chapters, execute
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     # Export first: the package is generated from the chapters' sources alone, and a chapter may import
     # what an earlier chapter has just changed.
     status = export_package.main([])
-    for path in args.notebooks or export_package.chapter_notebooks():
+    for path in args.notebooks or chapters():
         seconds = execute(path, args.timeout)
         print(f"{path}: executed in {seconds:.1f} s")
     return status

@@ -5,8 +5,8 @@ meets it. A code cell whose first line is a marker
 
     #| export: positional
 
-belongs to the module ``src/transformer_book/positional.py``. This script collects, notebook by
-notebook in ``_toc.yml`` order, every marked cell, strips the marker line and writes the module:
+belongs to the module ``src/transformer_book/positional.py``. This script collects, chapter by
+chapter in order (book/NN_name.ipynb), every marked cell, strips the marker line and writes the module:
 a generated-file header, then the cells in order, separated by two blank lines. The first exported
 cell of a module should therefore start with the module docstring and its imports.
 
@@ -25,8 +25,8 @@ import re
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BOOK_DIR = REPO_ROOT / "book"
+from notebooks import REPO_ROOT, chapters
+
 PACKAGE_DIR = REPO_ROOT / "src" / "transformer_book"
 MARKER = re.compile(r"^#\|\s*export:\s*([a-z_][a-z0-9_]*)\s*$")
 HEADER = (
@@ -71,10 +71,6 @@ def render_modules(notebooks: list[Path]) -> dict[str, str]:
     }
 
 
-def chapter_notebooks() -> list[Path]:
-    return sorted(BOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
-
-
 def generated_files() -> list[Path]:
     """Package files that carry the generated header (hand-written ones, like __init__, do not)."""
     return [
@@ -89,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
 
-    modules = render_modules(chapter_notebooks())
+    modules = render_modules(chapters())
     stale = [path for path in generated_files() if path.name not in modules]
     if args.check:
         problems = [f"{path.name}: no chapter exports it any more" for path in stale]

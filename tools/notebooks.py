@@ -230,8 +230,8 @@ def run_plain(path: Path, rules: Rules, seed: int | None = None) -> dict:
 
 
 # --- Running: Jupyter kernels (nbclient) --------------------------------------------------------
-def execute(path: Path, timeout: int) -> float:
-    """Execute a notebook top to bottom in a fresh kernel and save it in place; the seconds it took."""
+def execute(path: Path, timeout: int, save: bool = True) -> float:
+    """Execute a notebook top to bottom in a fresh kernel (saved in place unless not ``save``); seconds."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -241,7 +241,8 @@ def execute(path: Path, timeout: int) -> float:
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     elapsed = time.perf_counter() - started
-    nbformat.write(notebook, path)
+    if save:
+        nbformat.write(notebook, path)
     return elapsed
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from export_package import chapter_notebooks
+from notebooks import chapters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The Colab badge, inlined as a PNG data: URI so that it shows in Colab, in a downloaded notebook and
@@ -229,13 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="report instead of rewriting")
     args = parser.parse_args(argv)
     all_problems = []
-    for notebook in chapter_notebooks():
+    for notebook in chapters():
         all_problems += problems_in(notebook, fix=not args.check)
     for problem in all_problems:
         print(problem)
     if args.check:
         return 1 if all_problems else 0
-    remaining = [p for notebook in chapter_notebooks() for p in problems_in(notebook, fix=False)]
+    remaining = [p for notebook in chapters() for p in problems_in(notebook, fix=False)]
     for problem in remaining:
         print("could not fix:", problem, file=sys.stderr)
     return 1 if remaining else 0
