@@ -272,6 +272,6 @@ def test_typical_mistake_gets_its_hint(index, capsys):
 
 
 @pytest.mark.parametrize("chapter", [chapter for chapter, module in MODULES.items() if hasattr(module, "SOLUTIONS")])
-def test_copied_solutions_are_the_notebooks(chapter):
+def test_copies_are_of_the_notebooks_exercises(chapter):
     module = MODULES[chapter]
     assert module.SOLUTIONS.keys() == module.STUBS.keys() == module.CHECKERS.keys() == WRITTEN[chapter].keys()
