@@ -106,21 +106,23 @@ def output_text(cell) -> str:
 
 
 def definitions(cell_source: str) -> dict[str, str]:
-    """The imports and definitions of a cell (without its other statements, such as calls), as one
-    source text, under the name of each function it defines."""
+    """A cell's imports and definitions, as one source text, under each function name it defines.
+
+    The cell's other statements (the calls that check a solution, prints) are left out."""
     lines = cell_source.splitlines()
     kept = [node for node in ast.parse(cell_source).body
             if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
-    text = "\n\n".join("\n".join(lines[min([node.lineno] + [d.lineno for d in
-                                                               getattr(node, "decorator_list", [])]) - 1:
-                                      node.end_lineno]) for node in kept) + "\n"
-    return {node.name: text for node in kept if isinstance(node, ast.FunctionDef)}
+    starts = [min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
+              for node in kept]
+    text = "\n\n".join("\n".join(lines[start - 1:node.end_lineno]) for start, node in zip(starts, kept))
+    return {node.name: text + "\n" for node in kept if isinstance(node, ast.FunctionDef)}
 
 
 def exercises(path: Path) -> dict[str, tuple[str, str | None]]:
-    """The chapter's exercises by function name: (stub, solution). The stub is a cell tagged
-    `exercise`; the solution, the imports and definitions of the cell tagged `solution` that defines
-    the same function (None if none does)."""
+    """The chapter's exercises, by function name: (stub, solution).
+
+    The stub is a cell tagged `exercise`; the solution, the imports and definitions of the cell tagged
+    `solution` that defines the same function (None if none does)."""
     code = cells(path, "code")
     solutions: dict[str, str] = {}
     for cell in code:

@@ -255,6 +255,7 @@ def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
 
 
 def first_line(error: Exception) -> str:
+    """The first line of an error's message (what the reader's error and a mistake's are compared by)."""
     return str(error).strip().splitlines()[0] if str(error).strip() else ""
 
 
