@@ -7,6 +7,7 @@ it through pytest's ``pythonpath`` setting (pyproject.toml). Nothing edits ``sys
 Reading (the notebook file's JSON, as committed):
     ``chapters()``, ``cells(path, kind=None)``, ``sources(path, kind)``, ``source(cell)``,
     ``tags(cell)``, ``printed(cell)``, ``output_text(cell)``.
+    ``exercises(path)``: each exercise's stub and solution, as the chapter writes them.
 Comparing (as nbval does, after the rules of tests/nbval_sanitize.cfg):
     ``sanitizers()``, ``sanitize(text, rules)``, ``compared_text(cell, rules)``, ``is_compared(cell)``,
     ``first_difference(expected, got)``, ``first_line(source)``.
@@ -102,6 +103,33 @@ def output_text(cell) -> str:
             if kind in output.get("data", {}):
                 parts.append(joined(output["data"][kind]))
     return "\n".join(parts)
+
+
+def definitions(cell_source: str) -> dict[str, str]:
+    """A cell's imports and definitions, as one source text, under each function name it defines.
+
+    The cell's other statements (the calls that check a solution, prints) are left out."""
+    lines = cell_source.splitlines()
+    kept = [node for node in ast.parse(cell_source).body
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
+    starts = [min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
+              for node in kept]
+    text = "\n\n".join("\n".join(lines[start - 1:node.end_lineno]) for start, node in zip(starts, kept))
+    return {node.name: text + "\n" for node in kept if isinstance(node, ast.FunctionDef)}
+
+
+def exercises(path: Path) -> dict[str, tuple[str, str | None]]:
+    """The chapter's exercises, by function name: (stub, solution).
+
+    The stub is a cell tagged `exercise`; the solution, the imports and definitions of the cell tagged
+    `solution` that defines the same function (None if none does)."""
+    code = cells(path, "code")
+    solutions: dict[str, str] = {}
+    for cell in code:
+        if "solution" in tags(cell):
+            solutions.update(definitions(source(cell)))
+    return {name: (source(cell), solutions.get(name)) for cell in code if "exercise" in tags(cell)
+            for name in list(definitions(source(cell)))[:1]}
 
 
 # --- Comparing ----------------------------------------------------------------------------------

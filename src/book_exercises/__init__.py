@@ -1,15 +1,15 @@
 """Exercise checkers for the book's chapters: one module per chapter (ch01, ch02, ...).
 
-    from book_exercises.ch04 import check_layer_norm
-    check_layer_norm(my_layer_norm)
+    from book_exercises import check
+    check(layer_norm, device=device)
 
-Each checker runs the reader's function on small seeded inputs, compares it with the companion
-package (transformer_book) and prints one line: "Not attempted yet: ...", "Correct: ..." or
-"Not quite: <hint>". Each chapter module also holds STUBS and SOLUTIONS (source text), CHECKERS,
-and a conceptual QUESTION with its ANSWER.
+``check`` finds the exercise named like the reader's function (chapter 4's ``layer_norm`` here), runs
+the function on small seeded inputs, compares it with the companion package (transformer_book) and
+prints one line: "Not attempted yet: ...", "Correct: ..." or "Not quite: <hint>". A chapter module
+defines its exercises only (cases, reference, typical mistakes with their hints); each stub and
+solution is written once, in its chapter's notebook.
 """
 
-from pathlib import Path
+from book_exercises.core import CHAPTERS, check
 
-# every chXX.py beside this file, in order
-CHAPTERS = tuple(sorted(path.stem for path in Path(__file__).parent.glob("ch[0-9][0-9].py")))
+__all__ = ["CHAPTERS", "check"]

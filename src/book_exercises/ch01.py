@@ -1,9 +1,9 @@
 """Chapter 1 exercises: positional encoding.
 
-    from book_exercises.ch01 import check_sinusoidal_table
-    check_sinusoidal_table(sinusoidal_table)
+    from book_exercises import check
+    check(sinusoidal_table, device=device)
 
-Every checker calls the reader's function on CPU tensors (pass ``device=`` to move the inputs) and
+Each check calls the reader's function on CPU tensors (pass ``device=`` to move the inputs) and
 compares its output, moved to the CPU, with the companion package's.
 """
 
@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from book_exercises.core import Case, Exercise, Mistake, run
+from book_exercises.core import Case, Exercise, Mistake
 from transformer_book import Embeddings, PositionalEncoding, sinusoidal_table
 
 # ---------------------------------------------------------------------------------------------
@@ -83,14 +83,6 @@ SINUSOIDAL_TABLE = Exercise(
 )
 
 
-def check_sinusoidal_table(function, device=None):
-    """Check ``function(max_len, d_model) -> (max_len, d_model)`` against the package's table.
-
-    It takes no tensors, so ``device`` is not used; the output is moved to the CPU. Tolerance 1e-4.
-    """
-    return run(SINUSOIDAL_TABLE, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the shift matrix M_k with PE[pos + k] = M_k PE[pos]
 
@@ -137,14 +129,6 @@ SHIFT_MATRIX = Exercise(
 )
 
 
-def check_shift_matrix(function, device=None):
-    """Check ``function(k, d_model) -> (d_model, d_model)``: M_k @ PE[pos] = PE[pos + k].
-
-    No tensor inputs, so ``device`` is not used; the output is moved to the CPU. Tolerance 1e-4.
-    """
-    return run(SHIFT_MATRIX, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: the input layer, embeddings * sqrt(d_model) + positions
 
@@ -168,13 +152,13 @@ def _embed_cases():
     ]
 
 
-def _embed_variant(scale_embedding, with_positions=True, scale_positions=False):
+def _embed_variant(scale_embedding, with_positions=True, scale_positions=False, length_axis=1):
     def compute(tokens, weight):
         d_model = weight.size(1)
         vectors = weight[tokens] * scale_embedding(d_model)  # (batch, seq, d_model)
         if not with_positions:
             return vectors
-        positions = sinusoidal_table(tokens.size(1), d_model)  # (seq, d_model)
+        positions = sinusoidal_table(tokens.size(length_axis), d_model)  # (seq, d_model)
         if scale_positions:
             return (weight[tokens] + positions) * math.sqrt(d_model)
         return vectors + positions
@@ -198,105 +182,10 @@ EMBED_WITH_POSITIONS = Exercise(
         Mistake("you scaled the positions too: only the embeddings are multiplied by sqrt(d_model), "
                 "then the encodings are added.",
                 _embed_variant(lambda d: math.sqrt(d), scale_positions=True)),
+        Mistake("the table and the embeddings do not line up: take the first seq rows of the table, "
+                "sinusoidal_table(tokens.size(1), d_model), and add it to the (batch, seq, d_model) "
+                "embeddings (it broadcasts over the batch).",
+                _embed_variant(lambda d: math.sqrt(d), length_axis=0)),
     ],
-    error_hints=[("must match the size of tensor", ("the table and the embeddings do not line up: "
-                  "take the first seq rows of the table, sinusoidal_table(tokens.size(1), d_model), "
-                  "and add it to the (batch, seq, d_model) embeddings (it broadcasts over the batch)."))],
 )
 
-
-def check_embed_with_positions(function, device=None):
-    """Check a function that embeds tokens and adds positional encodings.
-
-    Check ``function(tokens, weight) -> (batch, seq, d_model)``: tokens (batch, seq) ids, weight
-    (vocab, d_model). Inputs on the CPU unless ``device`` is given; the output is moved to the CPU."""
-    return run(EMBED_WITH_POSITIONS, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "sinusoidal_table": '''def sinusoidal_table(max_len, d_model):
-    """(max_len, d_model): sin(pos / 10000^(2i/d_model)) in dimension 2i, cos in 2i + 1."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-    "shift_matrix": '''def shift_matrix(k, d_model):
-    """(d_model, d_model) matrix M with PE[pos + k] = M @ PE[pos] for every position pos."""
-    # Your code here: a 2 x 2 rotation by k * w_i on each pair of dimensions (2i, 2i + 1).
-    raise NotImplementedError
-''',
-    "embed_with_positions": '''def embed_with_positions(tokens, weight):
-    """tokens (batch, seq) ids, weight (vocab, d_model) -> (batch, seq, d_model)."""
-    # Your code here: look up, scale by sqrt(d_model), add the sinusoidal encodings.
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "sinusoidal_table": '''import math
-
-import torch
-
-
-def sinusoidal_table(max_len, d_model):
-    """(max_len, d_model): sin(pos / 10000^(2i/d_model)) in dimension 2i, cos in 2i + 1."""
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    # (d_model/2,) the values 2i
-    pair_start = torch.arange(0, d_model, 2, dtype=torch.float64)
-    frequency = torch.exp(pair_start * (-math.log(10000.0) / d_model))  # (d_model/2,)
-    table = torch.zeros(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * frequency)  # even dimensions
-    table[:, 1::2] = torch.cos(position * frequency)  # odd dimensions
-    return table.float()  # (max_len, d_model)
-''',
-    "shift_matrix": '''import torch
-from transformer_book import sinusoidal_table
-
-
-def shift_matrix(k, d_model):
-    """(d_model, d_model) matrix M with PE[pos + k] = M @ PE[pos] for every position pos."""
-    # (d_model,) = sin(k w_i), cos(k w_i), ...
-    encoding_k = sinusoidal_table(k + 1, d_model)[k]
-    matrix = torch.zeros(d_model, d_model)
-    for pair in range(0, d_model, 2):
-        sin_k, cos_k = encoding_k[pair], encoding_k[pair + 1]
-        matrix[pair, pair], matrix[pair, pair + 1] = cos_k, sin_k  # sin(a + b)
-        matrix[pair + 1, pair], matrix[pair + 1, pair + 1] = -sin_k, cos_k  # cos(a + b)
-    return matrix
-''',
-    "embed_with_positions": '''import math
-
-from transformer_book import sinusoidal_table
-
-
-def embed_with_positions(tokens, weight):
-    """tokens (batch, seq) ids, weight (vocab, d_model) -> (batch, seq, d_model)."""
-    d_model = weight.size(1)
-    vectors = weight[tokens] * math.sqrt(d_model)  # (batch, seq, d_model)
-    # (seq, d_model)
-    positions = sinusoidal_table(tokens.size(1), d_model).to(weight.device)
-    return vectors + positions  # broadcast over the batch
-''',
-}
-
-CHECKERS = {
-    "sinusoidal_table": check_sinusoidal_table,
-    "shift_matrix": check_shift_matrix,
-    "embed_with_positions": check_embed_with_positions,
-}
-
-QUESTION = (
-    "The source notes say the sinusoidal encoding 'allows the model to handle longer sequences at "
-    "inference'. "
-    "What does the encoding itself guarantee, and what does it not?"
-)
-ANSWER = (
-    "It guarantees that the table exists for any position (it is a formula, not a learned table) and "
-    "that PE[pos + k] is the same rotation M_k of PE[pos] for every pos, so attention can in principle "
-    "read relative offsets. It does not guarantee that a trained model works on longer inputs: the "
-    "paper only writes that it 'may allow the model to extrapolate', and tested nothing of the kind. "
-    "Positions beyond the training lengths produce dot products and attention patterns the model never "
-    "saw; in practice models with sinusoidal encodings degrade quickly beyond the lengths they were "
-    "trained on, which is why later work proposed relative encodings, RoPE and ALiBi."
-)

@@ -1,9 +1,9 @@
 """Chapter 2 exercises: scaled dot-product attention.
 
-    from book_exercises.ch02 import check_attention
-    check_attention(attention)
+    from book_exercises import check
+    check(attention, device=device)
 
-Every checker calls the reader's function on CPU tensors (pass ``device=`` to move the inputs) and
+Each check calls the reader's function on CPU tensors (pass ``device=`` to move the inputs) and
 compares its output, moved to the CPU, with transformer_book.scaled_dot_product_attention.
 """
 
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn, run
+from book_exercises.core import Case, Exercise, Mistake, randn
 from transformer_book import scaled_dot_product_attention
 
 MATMUL_HINT = (
@@ -21,12 +21,6 @@ MATMUL_HINT = (
     "two axes, which works with any leading axes), and the output is the matrix product "
     "weights @ value, not an element-wise product."
 )
-ERROR_HINTS = [
-    ("cannot be multiplied", MATMUL_HINT),
-    ("Expected size for first two dimensions", MATMUL_HINT),
-    ("must match the size of tensor", MATMUL_HINT),
-    ("Expected batch2_sizes", MATMUL_HINT),
-]
 
 
 def _describe_pair(got, expected, case):
@@ -36,14 +30,14 @@ def _describe_pair(got, expected, case):
 
 
 def _variant(scale_of=lambda d_k, d_v: 1 / math.sqrt(d_k), dim=-1, fill=float("-inf"),
-             invert=False, use_mask=True):
+             invert=False, use_mask=True, keys_axes=(-2, -1), product=torch.matmul):
     """Attention as a mistaken solution computes it (NaN where its softmax gives NaN)."""
     def compute(query, key, value, mask=None):
-        scores = query @ key.transpose(-2, -1) * scale_of(query.size(-1), value.size(-1))
+        scores = query @ key.transpose(*keys_axes) * scale_of(query.size(-1), value.size(-1))
         if mask is not None and use_mask:
             scores = scores.masked_fill(mask if invert else ~mask, fill)
         weights = torch.softmax(scores, dim=dim)
-        return weights @ value, weights
+        return product(weights, value), weights
     return compute
 
 
@@ -65,6 +59,7 @@ SCALE_MISTAKES = [
     Mistake("the softmax runs over the queries (dim=-2); each query's weights over the keys must sum "
             "to 1: softmax(dim=-1).",
             _variant(dim=-2)),
+    Mistake(MATMUL_HINT, _variant(product=torch.mul)),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -89,19 +84,9 @@ ATTENTION = Exercise(
     task="softmax(Q K^T / sqrt(d_k)) V, returning (output, weights).",
     cases=_attention_cases,
     reference=lambda q, k, v: scaled_dot_product_attention(q, k, v),
-    mistakes=SCALE_MISTAKES,
+    mistakes=[*SCALE_MISTAKES, Mistake(MATMUL_HINT, _variant(keys_axes=(1, 2)))],
     describe=_describe_pair,
-    error_hints=ERROR_HINTS,
 )
-
-
-def check_attention(function, device=None):
-    """Check ``function(query, key, value) -> (output, weights)``.
-
-    query (..., queries, d_k), key (..., keys, d_k), value (..., keys, d_v). Inputs are made on the
-    CPU and moved to ``device`` if given; the outputs are moved to the CPU and compared to 1e-5.
-    """
-    return run(ATTENTION, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,22 +127,13 @@ MASKED_ATTENTION = Exercise(
         Mistake("the mask was applied after the softmax (weights set to 0), so the allowed weights "
                 "no longer sum to 1: mask the scores, then take the softmax.",
                 _mask_after_softmax),
+        Mistake("the mask holds booleans: negate it with ~mask (not 1 - mask), then "
+                "scores.masked_fill(~mask, float('-inf')).",
+                lambda q, k, v, m: _variant()(q, k, v, 1 - m)),
         *SCALE_MISTAKES,
     ],
     describe=_describe_pair,
-    error_hints=ERROR_HINTS + [("masked_fill_ only supports boolean masks",
-                                ("masked_fill needs a boolean mask; the mask is given as booleans "
-                                 "already, negate it with ~mask (not 1 - mask)."))],
 )
-
-
-def check_masked_attention(function, device=None):
-    """Check a scaled dot-product attention function that takes a mask.
-
-    Check ``function(query, key, value, mask) -> (output, weights)`` with a boolean mask
-    (True = may attend) that broadcasts to (..., queries, keys). No row is fully masked here.
-    Inputs on the CPU unless ``device`` is given; outputs moved to the CPU, compared to 1e-5."""
-    return run(MASKED_ATTENTION, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,87 +191,3 @@ MASKED_SOFTMAX = Exercise(
     ],
 )
 
-
-def check_masked_softmax(function, device=None):
-    """Check a softmax over the last axis restricted to where the mask is True.
-
-    Check ``function(scores, mask) -> weights`` (same shape as scores): the softmax over the last
-    axis restricted to mask == True, and all zeros on a row where the mask has no True.
-    Inputs on the CPU unless ``device`` is given; the output is moved to the CPU."""
-    return run(MASKED_SOFTMAX, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "attention": '''def attention(query, key, value):
-    """query (..., n_q, d_k), key (..., n_k, d_k), value (..., n_k, d_v) -> (output, weights)."""
-    # Your code here (3 lines): scores, softmax, weighted sum of the values.
-    raise NotImplementedError
-''',
-    "masked_attention": '''def masked_attention(query, key, value, mask):
-    """As attention, but keys where the boolean mask is False get weight 0."""
-    # Your code here (4 lines).
-    raise NotImplementedError
-''',
-    "masked_softmax": '''def masked_softmax(scores, mask):
-    """Softmax over the last axis where mask is True; a row with no True gets all zeros."""
-    # Your code here (3 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "attention": '''import math
-
-import torch
-
-
-def attention(query, key, value):
-    """query (..., n_q, d_k), key (..., n_k, d_k), value (..., n_k, d_v) -> (output, weights)."""
-    # (..., n_q, n_k)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
-    weights = torch.softmax(scores, dim=-1)  # each query's weights sum to 1
-    return weights @ value, weights  # (..., n_q, d_v), (..., n_q, n_k)
-''',
-    "masked_attention": '''import math
-
-import torch
-
-
-def masked_attention(query, key, value, mask):
-    """As attention, but keys where the boolean mask is False get weight 0."""
-    # (..., n_q, n_k)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
-    scores = scores.masked_fill(~mask, float("-inf"))  # forbidden keys: e^-inf = 0
-    weights = torch.softmax(scores, dim=-1)  # (..., n_q, n_k)
-    return weights @ value, weights  # (..., n_q, d_v), (..., n_q, n_k)
-''',
-    "masked_softmax": '''import torch
-
-
-def masked_softmax(scores, mask):
-    """Softmax over the last axis where mask is True; a row with no True gets all zeros."""
-    # NaN on empty rows
-    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    nothing_allowed = ~mask.any(dim=-1, keepdim=True)  # (..., 1)
-    return weights.masked_fill(nothing_allowed, 0.0)
-''',
-}
-
-CHECKERS = {
-    "attention": check_attention,
-    "masked_attention": check_masked_attention,
-    "masked_softmax": check_masked_softmax,
-}
-
-QUESTION = "Why are the scores divided by sqrt(d_k), and what goes wrong without it when d_k is large?"
-ANSWER = (
-    "If the components of a query and a key are independent with mean 0 and variance 1, their dot "
-    "product is a sum of d_k such products and has variance d_k. Dividing by sqrt(d_k) brings the "
-    "scores back to variance 1 whatever the head size. Without it, at d_k = 64 the scores spread about "
-    "8 times wider, the softmax puts almost all the weight on one key (it saturates), and its gradient, "
-    "which is proportional to the weights times (1 - weights), nearly vanishes, so the queries and keys "
-    "learn slowly. The source notes say it balances the variance, too large when q and k are "
-    "multiplied: that is the reason."
-)

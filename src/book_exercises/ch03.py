@@ -1,9 +1,9 @@
 """Chapter 3 exercises: multi-head attention.
 
-    from book_exercises.ch03 import check_split_heads
-    check_split_heads(split_heads)
+    from book_exercises import check
+    check(split_heads, device=device)
 
-Every checker calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
+Each check calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
 and compares its output, moved to the CPU, with transformer_book.MultiHeadAttention.
 """
 
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn, run
+from book_exercises.core import Case, Exercise, Mistake, randn
 from transformer_book import MultiHeadAttention, scaled_dot_product_attention
 
 # ---------------------------------------------------------------------------------------------
@@ -51,15 +51,6 @@ SPLIT_HEADS = Exercise(
 )
 
 
-def check_split_heads(function, device=None):
-    """Check a function that splits the model dimension into heads.
-
-    Check ``function(x, heads) -> (batch, heads, seq, d_k)`` for x (batch, seq, d_model).
-    Inputs on the CPU unless ``device`` is given; the output is moved to the CPU and compared exactly
-    (to 1e-6)."""
-    return run(SPLIT_HEADS, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: merge the heads back
 
@@ -88,19 +79,11 @@ MERGE_HEADS = Exercise(
                 "features first, then head 1's: transpose(1, 2) (not a permute that moves d_k "
                 "before the heads).",
                 lambda x: x.permute(0, 2, 3, 1).reshape(x.size(0), x.size(2), -1)),
+        Mistake("after transpose(1, 2) the tensor is not contiguous, so .view fails: use "
+                ".reshape(...) or .contiguous().view(...).",
+                lambda x: x.transpose(1, 2).view(x.size(0), x.size(2), -1)),
     ],
-    error_hints=[("view size is not compatible",
-                  ("after transpose(1, 2) the tensor is not contiguous, so .view fails: use .reshape(...) "
-                   "or .contiguous().view(...)."))],
 )
-
-
-def check_merge_heads(function, device=None):
-    """Check a function that merges the heads back into the model dimension.
-
-    Check ``function(x) -> (batch, seq, heads * d_k)`` for x (batch, heads, seq, d_k).
-    Inputs on the CPU unless ``device`` is given; the output is moved to the CPU."""
-    return run(MERGE_HEADS, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,7 +100,7 @@ def _reference_mha(layer, query, key, value, mask=None):
     return layer(query, key, value, mask)[0]  # (batch, queries, d_model)
 
 
-def _mha_variant(scale="d_k", output_proj=True, unsqueeze_mask=True, split=True):
+def _mha_variant(scale="d_k", output_proj=True, unsqueeze_mask=True, split=True, merge="reshape"):
     def compute(layer, query, key, value, mask=None):
         heads = layer.heads if split else 1
         batch, d_model = query.size(0), layer.d_model
@@ -131,7 +114,7 @@ def _mha_variant(scale="d_k", output_proj=True, unsqueeze_mask=True, split=True)
             mask = mask.unsqueeze(1)
         size = d_model if scale == "d_model" else d_model // heads
         attended, _ = scaled_dot_product_attention(queries, keys, values, mask, scale=1 / math.sqrt(size))
-        merged = attended.transpose(1, 2).reshape(batch, query.size(1), d_model)
+        merged = getattr(attended.transpose(1, 2), merge)(batch, query.size(1), d_model)
         return layer.output_proj(merged) if output_proj else merged
     return compute
 
@@ -170,109 +153,9 @@ MULTI_HEAD_ATTENTION = Exercise(
         Mistake("you computed one attention over all d_model features; split the projections into "
                 "heads of d_k = d_model / heads features first.",
                 _mha_variant(split=False)),
+        Mistake("after transpose(1, 2) the tensor is not contiguous, so .view fails: use "
+                ".reshape(...) or .contiguous().view(...).",
+                _mha_variant(merge="view")),
     ],
-    error_hints=[("view size is not compatible",
-                  ("after transpose(1, 2) the tensor is not contiguous, so .view fails: use .reshape(...) "
-                   "or .contiguous().view(...).")),
-                 ("does not broadcast", ("your (batch, 1, keys) mask was not given a heads axis: "
-                  "mask.unsqueeze(1) makes it (batch, 1, 1, keys), which broadcasts over the heads "
-                  "and the queries."))],
 )
 
-
-def check_multi_head_attention(function, device=None):
-    """Check a multi-head attention forward pass written with a layer's weights.
-
-    Check ``function(layer, query, key, value, mask=None) -> (batch, queries, d_model)``, where
-    ``layer`` is a transformer_book.MultiHeadAttention whose query_proj, key_proj, value_proj and
-    output_proj (nn.Linear) and heads you use. Inputs and the layer are on the CPU unless ``device``
-    is given (the layer is then copied there); the output is moved to the CPU."""
-    return run(MULTI_HEAD_ATTENTION, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "split_heads": '''def split_heads(x, heads):
-    """(batch, seq, d_model) -> (batch, heads, seq, d_k), d_k = d_model // heads."""
-    # Your code here (2 lines).
-    raise NotImplementedError
-''',
-    "merge_heads": '''def merge_heads(x):
-    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k): heads side by side."""
-    # Your code here (2 lines).
-    raise NotImplementedError
-''',
-    "multi_head_attention": '''def multi_head_attention(layer, query, key, value, mask=None):
-    """Multi-head attention with layer.query_proj, key_proj, value_proj, output_proj
-    and layer.heads.
-
-    query (batch, n_q, d_model), key and value (batch, n_k, d_model),
-    mask (batch, 1 or n_q, n_k).
-    """
-    # Your code here (about 8 lines); split_heads, merge_heads and chapter 2's
-    # masked_attention may help.
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "split_heads": '''def split_heads(x, heads):
-    """(batch, seq, d_model) -> (batch, heads, seq, d_k), d_k = d_model // heads."""
-    batch, seq, d_model = x.shape
-    return x.view(batch, seq, heads, d_model // heads).transpose(1, 2)
-''',
-    "merge_heads": '''def merge_heads(x):
-    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k): heads side by side."""
-    batch, heads, seq, d_k = x.shape
-    return x.transpose(1, 2).reshape(batch, seq, heads * d_k)
-''',
-    "multi_head_attention": '''import math
-
-import torch
-
-
-def multi_head_attention(layer, query, key, value, mask=None):
-    """Multi-head attention with layer.query_proj, key_proj, value_proj, output_proj
-    and layer.heads.
-
-    query (batch, n_q, d_model), key and value (batch, n_k, d_model),
-    mask (batch, 1 or n_q, n_k).
-    """
-    batch, d_model, heads = query.size(0), query.size(-1), layer.heads
-    d_k = d_model // heads
-
-    def split(x):  # (batch, seq, d_model) -> (batch, heads, seq, d_k)
-        return x.view(batch, -1, heads, d_k).transpose(1, 2)
-
-    queries = split(layer.query_proj(query))
-    keys, values = split(layer.key_proj(key)), split(layer.value_proj(value))
-    # (batch, heads, n_q, n_k)
-    scores = queries @ keys.transpose(-2, -1) / math.sqrt(d_k)
-    if mask is not None:
-        # same mask for every head
-        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
-    attended = torch.softmax(scores, dim=-1) @ values  # (batch, heads, n_q, d_k)
-    # (batch, n_q, d_model)
-    merged = attended.transpose(1, 2).reshape(batch, -1, d_model)
-    return layer.output_proj(merged)
-''',
-}
-
-CHECKERS = {
-    "split_heads": check_split_heads,
-    "merge_heads": check_merge_heads,
-    "multi_head_attention": check_multi_head_attention,
-}
-
-QUESTION = (
-    "The source notes give the output projection as W^O ∈ R^(H×H). What is its real shape, and does "
-    "the number of heads h change the number of parameters of a multi-head attention layer?"
-)
-ANSWER = (
-    "W^O maps the concatenated heads, h·d_v features, back to d_model: it is (h·d_v) × d_model, which "
-    "is d_model × d_model when d_v = d_model / h (the paper's choice). Likewise each W^Q_i is "
-    "d_model × d_k, and the h of them stacked side by side form one d_model × d_model matrix. So the "
-    "layer has 4·d_model² weights (plus 4·d_model biases) whatever h is: more heads means smaller "
-    "heads, not more parameters, and about the same computation (the chapter counts both)."
-)

@@ -1,9 +1,9 @@
 """Chapter 4 exercises: residual connections and layer normalization.
 
-    from book_exercises.ch04 import check_layer_norm
-    check_layer_norm(my_layer_norm)
+    from book_exercises import check
+    check(layer_norm, device=device)
 
-Every checker calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
+Each check calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
 and compares its output, moved to the CPU, with transformer_book.LayerNorm / SublayerConnection.
 """
 
@@ -14,7 +14,7 @@ import copy
 import torch
 from torch import nn
 
-from book_exercises.core import Case, Exercise, Mistake, randn, run
+from book_exercises.core import Case, Exercise, Mistake, randn
 from transformer_book import LayerNorm, SublayerConnection
 
 # ---------------------------------------------------------------------------------------------
@@ -82,15 +82,6 @@ LAYER_NORM = Exercise(
 )
 
 
-def check_layer_norm(function, device=None):
-    """Check a layer normalisation function.
-
-    Check ``function(x, gamma, beta, eps=1e-5) -> (..., d_model)``: x (..., d_model), gamma and
-    beta (d_model,). Inputs on the CPU unless ``device`` is given; the output is moved to the CPU
-    and compared to 1e-4."""
-    return run(LAYER_NORM, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the post-norm sublayer connection
 
@@ -139,15 +130,6 @@ SUBLAYER_CONNECTION = Exercise(
                 lambda x, s, n: x + s(x)),
     ],
 )
-
-
-def check_sublayer_connection(function, device=None):
-    """Check a post-norm residual sublayer connection.
-
-    Check ``function(x, sublayer, norm) -> (..., d_model)``: ``sublayer`` and ``norm`` are
-    callables (modules) of a (..., d_model) tensor. Inputs and modules on the CPU unless ``device``
-    is given; the output is moved to the CPU."""
-    return run(SUBLAYER_CONNECTION, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,77 +183,3 @@ PRE_NORM_STACK = Exercise(
     ],
 )
 
-
-def check_pre_norm_stack(function, device=None):
-    """Check a stack of pre-norm sublayers followed by a final norm.
-
-    Check ``function(x, sublayers, norms, final_norm) -> (..., d_model)``: lists of callables
-    (modules) and a final norm. Inputs and modules on the CPU unless ``device`` is given; the output
-    is moved to the CPU."""
-    return run(PRE_NORM_STACK, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "layer_norm": '''def layer_norm(x, gamma, beta, eps=1e-5):
-    """Normalize each token of x (..., d_model) over its features; scale by gamma, shift by beta."""
-    # Your code here (4 lines).
-    raise NotImplementedError
-''',
-    "sublayer_connection": '''def sublayer_connection(x, sublayer, norm):
-    """The paper's Add & Norm around sublayer (post-norm)."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "pre_norm_stack": '''def pre_norm_stack(x, sublayers, norms, final_norm):
-    """Apply each sublayer as a pre-norm residual, x + sublayer(norm(x)); then the final norm."""
-    # Your code here (3 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "layer_norm": '''import torch
-
-
-def layer_norm(x, gamma, beta, eps=1e-5):
-    """Normalize each token of x (..., d_model) over its features; scale by gamma, shift by beta."""
-    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
-    # (..., 1), divided by d_model
-    variance = x.var(dim=-1, unbiased=False, keepdim=True)
-    normalized = (x - mean) / torch.sqrt(variance + eps)  # (..., d_model)
-    return gamma * normalized + beta
-''',
-    "sublayer_connection": '''def sublayer_connection(x, sublayer, norm):
-    """The paper's Add & Norm around sublayer (post-norm)."""
-    return norm(x + sublayer(x))
-''',
-    "pre_norm_stack": '''def pre_norm_stack(x, sublayers, norms, final_norm):
-    """Apply each sublayer as a pre-norm residual, x + sublayer(norm(x)); then the final norm."""
-    for sublayer, norm in zip(sublayers, norms):
-        x = x + sublayer(norm(x))
-    return final_norm(x)
-''',
-}
-
-CHECKERS = {
-    "layer_norm": check_layer_norm,
-    "sublayer_connection": check_sublayer_connection,
-    "pre_norm_stack": check_pre_norm_stack,
-}
-
-QUESTION = (
-    "The source notes ask why the Transformer uses layer norm and not batch norm. Give a reason that "
-    "comes from the inputs being sentences of different lengths."
-)
-ANSWER = (
-    "Batch norm averages each feature over every token of the batch, so a token's output depends on "
-    "the other sentences in its batch and on how much padding the batch contains: the same sentence "
-    "is normalized differently when padded to 5 or to 16 tokens, and at inference the running "
-    "averages mix sentences of all lengths. Layer norm's statistics are one token's own d_model "
-    "features, so the result is the same in training and inference, for a batch of one, for any "
-    "length and any padding (and a decoder position cannot see future tokens through them). The notes' "
-    "text that calls gamma and beta a shift of 'the batch distribution' describes batch norm, not "
-    "layer norm."
-)

@@ -1,9 +1,9 @@
 """Chapter 5 exercises: the position-wise feed-forward network and the encoder layer.
 
-    from book_exercises.ch05 import check_feed_forward
-    check_feed_forward(feed_forward)
+    from book_exercises import check
+    check(feed_forward, device=device)
 
-Every checker calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
+Each check calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
 and compares its output, moved to the CPU, with transformer_book's PositionwiseFeedForward and
 EncoderLayer.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn, run
+from book_exercises.core import Case, Exercise, Mistake, randn
 from transformer_book import EncoderLayer, PositionwiseFeedForward
 
 # ---------------------------------------------------------------------------------------------
@@ -56,20 +56,12 @@ FEED_FORWARD = Exercise(
                 lambda x, w1, b1, w2, b2: torch.relu(x @ w1 + b1) @ w2),
         Mistake("a bias is missing: FFN(x) = max(0, x W1 + b1) W2 + b2.",
                 lambda x, w1, b1, w2, b2: torch.relu(x @ w1) @ w2 + b2),
+        Mistake("the shapes do not line up: here W1 is (d_model, d_ff) and W2 is (d_ff, d_model), so "
+                "compute x @ W1 (no transpose; nn.Linear stores its weight transposed, these are the "
+                "paper's matrices).",
+                lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2),
     ],
-    error_hints=[("cannot be multiplied", ("the shapes do not line up: here W1 is (d_model, d_ff) "
-                  "and W2 is (d_ff, d_model), so compute x @ W1 (no transpose; nn.Linear stores "
-                  "its weight transposed, these are the paper's matrices)."))],
 )
-
-
-def check_feed_forward(function, device=None):
-    """Check a position-wise feed-forward network function.
-
-    Check ``function(x, w1, b1, w2, b2) -> (..., d_model)``: w1 (d_model, d_ff), b1 (d_ff,),
-    w2 (d_ff, d_model), b2 (d_model,), the paper's layout (x @ w1). Inputs on the CPU unless
-    ``device`` is given; the output is moved to the CPU and compared to 1e-4."""
-    return run(FEED_FORWARD, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,13 +96,12 @@ ENCODER_PARAMETERS = Exercise(
     reference=_reference_count,
     normalize=lambda got: int(got) if isinstance(got, (int, float)) or hasattr(got, "item") else got,
     mistakes=[
-        Mistake("you forgot the two layer norms: each has gamma and beta, 2 * d_model parameters.",
+        Mistake("you are 4 * d_model short: the two layer norms (gamma and beta, d_model each) or "
+                "the biases of the four attention projections (d_model each) are missing.",
                 _count(norms=False)),
         Mistake("the number of heads does not multiply the count: the h heads share out the same "
                 "d_model x d_model projection matrices (d_k = d_model / h each).",
                 _count(times_heads=True)),
-        Mistake("you forgot the biases of the four attention projections (4 * d_model).",
-                _count(attention_biases=False)),
         Mistake("you forgot the biases of the feed-forward network (d_ff + d_model).",
                 _count(ffn_biases=False)),
         Mistake("you forgot every bias and the layer norms: count weights, biases, gamma and beta.",
@@ -119,14 +110,6 @@ ENCODER_PARAMETERS = Exercise(
     describe=lambda got, expected, case: (f"for {case.label} the layer has {expected:,} parameters; "
                                           f"your formula gives {got!r}."),
 )
-
-
-def check_encoder_layer_parameters(function, device=None):
-    """Check a function that counts an encoder layer's parameters.
-
-    Check ``function(d_model, heads, d_ff) -> int`` against the parameter count of
-    transformer_book.EncoderLayer. No tensors are involved, so ``device`` is not used."""
-    return run(ENCODER_PARAMETERS, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +147,8 @@ def _reference_encoder(x, mask, self_attn, feed_forward, norm1, norm2):
     return layer(x, mask)
 
 
-def _encoder_variant(pre=False, use_mask=True, swap_norms=False, residual=True, same_norm=None):
+def _encoder_variant(pre=False, use_mask=True, swap_norms=False, residual=True, same_norm=None,
+                     output_only=True):
     def compute(x, mask, self_attn, feed_forward, norm1, norm2):
         first, second = (norm2, norm1) if swap_norms else (norm1, norm2)
         if same_norm is not None:
@@ -172,7 +156,7 @@ def _encoder_variant(pre=False, use_mask=True, swap_norms=False, residual=True, 
         mask = mask if use_mask else None
 
         def attend(h):
-            return self_attn(h, h, h, mask)[0]
+            return self_attn(h, h, h, mask)[0] if output_only else self_attn(h, h, h, mask)
 
         for sublayer, norm in ((attend, first), (feed_forward, second)):
             if pre:
@@ -205,81 +189,8 @@ ENCODER_LAYER = Exercise(
                 _encoder_variant(same_norm=1)),
         Mistake("the residual connections are missing: norm(x + sublayer(x)).",
                 _encoder_variant(residual=False)),
+        Mistake("MultiHeadAttention returns (output, weights): take [0] before adding it to x.",
+                _encoder_variant(output_only=False)),
     ],
-    error_hints=[("tuple", ("MultiHeadAttention returns (output, weights): take [0] before adding "
-                  "it to x."))],
 )
 
-
-def check_encoder_layer(function, device=None):
-    """Check an encoder layer forward pass written with the layer's modules.
-
-    Check ``function(x, mask, self_attn, feed_forward, norm1, norm2) -> (batch, seq, d_model)``:
-    self_attn is a transformer_book.MultiHeadAttention (it returns (output, weights)), feed_forward
-    a PositionwiseFeedForward, norm1 and norm2 LayerNorms; mask is None or (batch, 1, seq).
-    Inputs and modules on the CPU unless ``device`` is given; the output is moved to the CPU."""
-    return run(ENCODER_LAYER, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "feed_forward": '''def feed_forward(x, w1, b1, w2, b2):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 for x (..., d_model)."""
-    # Your code here (1 or 2 lines).
-    raise NotImplementedError
-''',
-    "encoder_layer_parameters": '''def encoder_layer_parameters(d_model, heads, d_ff):
-    """Trained parameters (weights, biases, gamma, beta) of one encoder layer."""
-    # Your code here: attention projections, feed-forward network, two layer norms.
-    raise NotImplementedError
-''',
-    "encoder_layer": '''def encoder_layer(x, mask, self_attn, feed_forward, norm1, norm2):
-    """Post-norm encoder layer: self-attention, then the FFN, each with Add & Norm."""
-    # Your code here (2 lines). self_attn(q, k, v, mask) returns (output, weights).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "feed_forward": '''import torch
-
-
-def feed_forward(x, w1, b1, w2, b2):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 for x (..., d_model)."""
-    hidden = torch.relu(x @ w1 + b1)  # (..., d_ff)
-    return hidden @ w2 + b2  # (..., d_model)
-''',
-    "encoder_layer_parameters": '''def encoder_layer_parameters(d_model, heads, d_ff):
-    """Trained parameters (weights, biases, gamma, beta) of one encoder layer."""
-    # W^Q, W^K, W^V, W^O and their biases; any heads
-    attention = 4 * (d_model * d_model + d_model)
-    feed_forward = d_model * d_ff + d_ff + d_ff * d_model + d_model  # W1, b1, W2, b2
-    norms = 2 * (2 * d_model)  # two layer norms, gamma and beta each
-    return attention + feed_forward + norms
-''',
-    "encoder_layer": '''def encoder_layer(x, mask, self_attn, feed_forward, norm1, norm2):
-    """Post-norm encoder layer: self-attention, then the FFN, each with Add & Norm."""
-    x = norm1(x + self_attn(x, x, x, mask)[0])  # (batch, seq, d_model)
-    return norm2(x + feed_forward(x))  # (batch, seq, d_model)
-''',
-}
-
-CHECKERS = {
-    "feed_forward": check_feed_forward,
-    "encoder_layer_parameters": check_encoder_layer_parameters,
-    "encoder_layer": check_encoder_layer,
-}
-
-QUESTION = (
-    "The source notes sum up the feed-forward network as 'Linear + ReLU + Linear'. Why is the ReLU "
-    "essential, and why does 'position-wise' mean padding cannot leak into real tokens through this "
-    "sublayer?"
-)
-ANSWER = (
-    "Without the ReLU, x W1 W2 is a single linear map with the matrix W1 W2 (d_model × d_model, rank at "
-    "most d_model): the 2048-wide hidden layer would add parameters and no expressive power. "
-    "Position-wise means the same two layers are applied to each position's vector on its own; no "
-    "position reads another here (only attention mixes positions), so a padded position cannot change "
-    "a real one in this sublayer, and the attention masks stop it everywhere else."
-)

@@ -1,9 +1,9 @@
 """Chapter 6 exercises: masking (boolean masks, True = may attend).
 
-    from book_exercises.ch06 import check_look_ahead_mask
-    check_look_ahead_mask(look_ahead_mask)
+    from book_exercises import check
+    check(look_ahead_mask, device=device)
 
-Every checker calls the reader's function on CPU tensors (pass ``device=`` to move them) and compares
+Each check calls the reader's function on CPU tensors (pass ``device=`` to move them) and compares
 its output, moved to the CPU, with transformer_book's subsequent_mask, padding_mask and target_mask.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run
+from book_exercises.core import Case, Exercise, Mistake
 from transformer_book import padding_mask, subsequent_mask, target_mask
 
 POLARITY_HINT = ("your mask is the wrong way round: True must mean 'may attend' (this book and "
@@ -64,14 +64,6 @@ LOOK_AHEAD_MASK = Exercise(
 )
 
 
-def check_look_ahead_mask(function, device=None):
-    """Check a function that builds the look-ahead (subsequent) mask.
-
-    Check ``function(size) -> (size, size)`` boolean mask (a leading axis of 1 is accepted).
-    No tensor inputs, so ``device`` is not used; the output is moved to the CPU."""
-    return run(LOOK_AHEAD_MASK, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the padding mask
 
@@ -105,14 +97,6 @@ PADDING_MASK = Exercise(
                 lambda tokens, pad: (tokens != 0).unsqueeze(1)),
     ],
 )
-
-
-def check_padding_mask(function, device=None):
-    """Check a function that builds the padding mask of the keys.
-
-    Check ``function(tokens, pad_id) -> (batch, 1, seq)`` boolean mask. Inputs on the CPU unless
-    ``device`` is given; the output is moved to the CPU."""
-    return run(PADDING_MASK, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,76 +139,3 @@ TARGET_MASK = Exercise(
     ],
 )
 
-
-def check_target_mask(function, device=None):
-    """Check a function that builds the decoder's target mask.
-
-    Check ``function(tokens, pad_id) -> (batch, seq, seq)`` boolean mask. Inputs on the CPU
-    unless ``device`` is given; the output is moved to the CPU."""
-    return run(TARGET_MASK, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "look_ahead_mask": '''def look_ahead_mask(size):
-    """(size, size) boolean: True where query i may attend to key j (j <= i)."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "padding_mask": '''def padding_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, 1, seq): True at real tokens, False at padding."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "target_mask": '''def target_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, seq, seq): True where query i may read key j."""
-    # Your code here (3 lines): padding mask and look-ahead mask together.
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "look_ahead_mask": '''import torch
-
-
-def look_ahead_mask(size):
-    """(size, size) boolean: True where query i may attend to key j (j <= i)."""
-    return torch.ones(size, size, dtype=torch.bool).tril()  # diagonal included
-''',
-    "padding_mask": '''def padding_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, 1, seq): True at real tokens, False at padding."""
-    # the axis of size 1 broadcasts over the queries
-    return (tokens != pad_id).unsqueeze(1)
-''',
-    "target_mask": '''import torch
-
-
-def target_mask(tokens, pad_id):
-    """(batch, seq) ids -> (batch, seq, seq): True where query i may read key j."""
-    seq = tokens.size(1)
-    real_keys = (tokens != pad_id).unsqueeze(1)  # (batch, 1, seq)
-    # (seq, seq)
-    no_future = torch.ones(seq, seq, dtype=torch.bool, device=tokens.device).tril()
-    return real_keys & no_future  # (batch, seq, seq)
-''',
-}
-
-CHECKERS = {
-    "look_ahead_mask": check_look_ahead_mask,
-    "padding_mask": check_padding_mask,
-    "target_mask": check_target_mask,
-}
-
-QUESTION = (
-    "The encoder needs only a padding mask, but the decoder also needs the look-ahead mask, even in "
-    "training, when the whole target sentence is known. Why?"
-)
-ANSWER = (
-    "In training the decoder reads the whole (shifted) target at once and predicts, at every position i, "
-    "the token at i + 1. Without the look-ahead mask position i could attend to position i + 1 and copy "
-    "the answer: the training loss falls, but at inference, where the later tokens do not exist yet, "
-    "the model has learnt nothing it can use. The mask makes training see exactly what generation will "
-    "see. The encoder reads a source sentence that is complete at inference too, so every source "
-    "position may look at every other real one."
-)

@@ -1,9 +1,9 @@
 """Chapter 7 exercises: cross-attention and the decoder layer.
 
-    from book_exercises.ch07 import check_cross_attention
-    check_cross_attention(cross_attention)
+    from book_exercises import check
+    check(cross_attention, device=device)
 
-Every checker calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
+Each check calls the reader's function on CPU tensors and modules (pass ``device=`` to move them)
 and compares its output, moved to the CPU, with transformer_book's MultiHeadAttention and
 DecoderLayer.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn, run
+from book_exercises.core import Case, Exercise, Mistake, randn
 from transformer_book import DecoderLayer, MultiHeadAttention, padding_mask, target_mask
 
 # ---------------------------------------------------------------------------------------------
@@ -62,22 +62,9 @@ CROSS_ATTENTION = Exercise(
                 lambda x, memory, attention, mask: attention(x, memory, memory)[0]),
         Mistake("queries and keys/values are swapped: the queries come from the decoder (x), the "
                 "keys and values from the encoder's output: attention(x, memory, memory, mask).",
-                lambda x, memory, attention, mask: attention(memory, x, x)[0]),
+                lambda x, memory, attention, mask: attention(memory, x, x, mask)[0]),
     ],
-    error_hints=[("does not broadcast", ("the mask does not fit: the queries come from the decoder "
-                  "and the keys from the memory, so the source mask is (batch, 1, source) and the call "
-                  "is attention(x, memory, memory, source_mask)."))],
 )
-
-
-def check_cross_attention(function, device=None):
-    """Check a cross-attention sublayer: decoder queries over encoder memory.
-
-    Check ``function(x, memory, attention, source_mask) -> (batch, target, d_model)``:
-    x (batch, target, d_model) decoder states, memory (batch, source, d_model), attention a
-    transformer_book.MultiHeadAttention (returns (output, weights)), source_mask None or
-    (batch, 1, source). Inputs on the CPU unless ``device`` is given; output moved to the CPU."""
-    return run(CROSS_ATTENTION, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,10 +108,11 @@ def _reference_decoder(x, memory, source_mask, target_mask_, self_attn, cross_at
     return layer(x, memory, source_mask, target_mask_)
 
 
-def _decoder_variant(self_mask="target", cross_mask="source", order="self-cross", pre=False):
+def _decoder_variant(self_mask="target", cross_mask="source", order="self-cross", pre=False,
+                     output=0):
     def compute(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
         masks = {"target": target_mask_, "source": source_mask, None: None}
-        attend_self = lambda h: self_attn(h, h, h, masks[self_mask])[0]
+        attend_self = lambda h: self_attn(h, h, h, masks[self_mask])[output]
         attend_cross = lambda h: cross_attn(h, memory, memory, masks[cross_mask])[0]
         first, second = ((attend_self, attend_cross) if order == "self-cross"
                          else (attend_cross, attend_self))
@@ -156,21 +144,10 @@ DECODER_LAYER = Exercise(
         Mistake("you used pre-norm, x + sublayer(norm(x)); this decoder layer is post-norm, "
                 "norm(x + sublayer(x)).",
                 _decoder_variant(pre=True)),
+        Mistake("MultiHeadAttention returns (output, weights): take [0].",
+                _decoder_variant(output=slice(None))),
     ],
-    error_hints=[("does not broadcast", ("a mask does not fit its attention: the target mask "
-                  "(batch, target, target) belongs to the self-attention, the source mask "
-                  "(batch, 1, source) to the cross-attention.")),
-                 ("tuple", "MultiHeadAttention returns (output, weights): take [0].")],
 )
-
-
-def check_decoder_layer(function, device=None):
-    """Check a decoder layer forward pass written with the layer's modules.
-
-    Check ``function(x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward,
-    norms) -> (batch, target, d_model)``: norms is a list of three LayerNorms, one per sublayer.
-    Inputs and modules on the CPU unless ``device`` is given; the output is moved to the CPU."""
-    return run(DECODER_LAYER, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,73 +177,3 @@ TEACHER_FORCING = Exercise(
     ],
 )
 
-
-def check_teacher_forcing(function, device=None):
-    """Check a function that splits targets into decoder input and labels.
-
-    Check ``function(target) -> (decoder_input, labels)`` for (batch, seq) token ids that start
-    with the start token, as transformer_book.sequence_loss splits them. Inputs on the CPU unless
-    ``device`` is given; the outputs are moved to the CPU."""
-    return run(TEACHER_FORCING, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "cross_attention": '''def cross_attention(x, memory, attention, source_mask):
-    """Decoder states x (batch, target, d_model) attend to the encoder's output."""
-    # Your code here (1 line). attention(query, key, value, mask) -> (output, weights).
-    raise NotImplementedError
-''',
-    "decoder_layer": '''def decoder_layer(
-    x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward, norms
-):
-    """Post-norm layer: masked self-attn, cross-attn, FFN (norms: 3 LayerNorms)."""
-    # Your code here (3 lines).
-    raise NotImplementedError
-''',
-    "teacher_forcing": '''def teacher_forcing(target):
-    """(batch, seq) targets, start token first -> (decoder_input, labels)."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "cross_attention": '''def cross_attention(x, memory, attention, source_mask):
-    """Decoder states x (batch, target, d_model) attend to the encoder's output."""
-    # queries from x; keys, values from memory
-    return attention(x, memory, memory, source_mask)[0]
-''',
-    "decoder_layer": '''def decoder_layer(
-    x, memory, source_mask, target_mask, self_attn, cross_attn, feed_forward, norms
-):
-    """Post-norm layer: masked self-attn, cross-attn, FFN (norms: 3 LayerNorms)."""
-    x = norms[0](x + self_attn(x, x, x, target_mask)[0])  # (batch, target, d_model)
-    x = norms[1](x + cross_attn(x, memory, memory, source_mask)[0])
-    return norms[2](x + feed_forward(x))
-''',
-    "teacher_forcing": '''def teacher_forcing(target):
-    """(batch, seq) targets, start token first -> (decoder_input, labels)."""
-    return target[:, :-1], target[:, 1:]  # read tokens 0..n-2, predict tokens 1..n-1
-''',
-}
-
-CHECKERS = {
-    "cross_attention": check_cross_attention,
-    "decoder_layer": check_decoder_layer,
-    "teacher_forcing": check_teacher_forcing,
-}
-
-QUESTION = (
-    "Seed 003 writes that in a model 'K and V are usually the same'. In cross-attention both come "
-    "from the encoder's output: are they the same tensor? What does each one decide?"
-)
-ANSWER = (
-    "They come from the same input, the memory, but through different learned projections: "
-    "K = memory W^K and V = memory W^V, so they are different tensors (equal only if W^K = W^V, "
-    "which training has no reason to produce). K decides where each query looks (its dot products "
-    "with the queries give the weights); V decides what is read from there (the weighted sum). "
-    "Seed 003's 'multiplied element-wise with V (possibly broadcast)' is also wrong: the weights "
-    "multiply V as a matrix product, weights @ V, a weighted sum over the keys."
-)

@@ -1,9 +1,9 @@
 """Chapter 8 exercises: the final linear layer and softmax, label smoothing, sampling.
 
-    from book_exercises.ch08 import check_generator
-    check_generator(generator)
+    from book_exercises import check
+    check(generator, device=device)
 
-Every checker calls the reader's function on CPU tensors (pass ``device=`` to move them) and compares
+Each check calls the reader's function on CPU tensors (pass ``device=`` to move them) and compares
 its output, moved to the CPU, with transformer_book's Generator, LabelSmoothingLoss and the
 temperature/top-k rule of sample_next_token.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn, run
+from book_exercises.core import Case, Exercise, Mistake, randn
 from transformer_book import Generator, LabelSmoothingLoss
 
 # ---------------------------------------------------------------------------------------------
@@ -61,19 +61,11 @@ GENERATOR = Exercise(
                                           / _logits(x, w, b).exp().sum(-1, keepdim=True))),
         Mistake("the log-softmax runs over the wrong axis: normalize over the vocabulary, dim=-1.",
                 lambda x, w, b: torch.log_softmax(_logits(x, w, b), dim=0)),
+        Mistake("weight has shape (vocab, d_model), as in nn.Linear: the logits are "
+                "x @ weight.T + bias.",
+                lambda x, w, b: torch.log_softmax(x @ w + b, dim=-1)),
     ],
-    error_hints=[("cannot be multiplied", ("weight has shape (vocab, d_model), as in nn.Linear: the "
-                  "logits are x @ weight.T + bias."))],
 )
-
-
-def check_generator(function, device=None):
-    """Check a generator function: a linear map, then a log-softmax.
-
-    Check ``function(x, weight, bias) -> (..., vocab)`` log-probabilities: x (..., d_model),
-    weight (vocab, d_model) and bias (vocab,) as in nn.Linear. Inputs on the CPU unless ``device``
-    is given; the output is moved to the CPU and compared to 1e-4."""
-    return run(GENERATOR, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,15 +118,6 @@ SMOOTHED_TARGETS = Exercise(
 )
 
 
-def check_smoothed_targets(function, device=None):
-    """Check a function that builds label-smoothed target distributions.
-
-    Check ``function(targets, vocab_size, pad_id, smoothing) -> (N, vocab)`` against
-    LabelSmoothingLoss.smoothed_targets. Inputs on the CPU unless ``device`` is given; the output is
-    moved to the CPU."""
-    return run(SMOOTHED_TARGETS, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: temperature and top-k
 
@@ -184,90 +167,3 @@ TOP_K = Exercise(
     ],
 )
 
-
-def check_top_k_probabilities(function, device=None):
-    """Check a function that computes top-k sampling probabilities.
-
-    Check ``function(logits, k, temperature) -> (..., vocab)`` probabilities: the distribution
-    that transformer_book.sample_next_token draws from. Inputs on the CPU unless ``device`` is given;
-    the output is moved to the CPU."""
-    return run(TOP_K, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "generator": '''def generator(x, weight, bias):
-    """x (..., d_model), weight (vocab, d_model), bias (vocab,) as in nn.Linear
-    -> log-probabilities over the vocabulary (..., vocab)."""
-    # Your code here (1 or 2 lines).
-    raise NotImplementedError
-''',
-    "smoothed_targets": '''def smoothed_targets(targets, vocab_size, pad_id, smoothing):
-    """(N,) ids -> (N, vocab): 1 - smoothing on the right token,
-    smoothing / (vocab - 2) on every other token, and 0 in the padding column
-    and on the rows whose target is padding."""
-    # Your code here (about 5 lines).
-    raise NotImplementedError
-''',
-    "top_k_probabilities": '''def top_k_probabilities(logits, k, temperature):
-    """softmax(logits / temperature) over the k highest logits only (others get 0)."""
-    # Your code here (3 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "generator": '''import torch
-
-
-def generator(x, weight, bias):
-    """x (..., d_model), weight (vocab, d_model), bias (vocab,) as in nn.Linear
-    -> log-probabilities over the vocabulary (..., vocab)."""
-    logits = x @ weight.T + bias  # (..., vocab)
-    return torch.log_softmax(logits, dim=-1)  # stable: subtracts the maximum first
-''',
-    "smoothed_targets": '''import torch
-
-
-def smoothed_targets(targets, vocab_size, pad_id, smoothing):
-    """(N,) ids -> (N, vocab): 1 - smoothing on the right token,
-    smoothing / (vocab - 2) on every other token, and 0 in the padding column
-    and on the rows whose target is padding."""
-    share = smoothing / (vocab_size - 2)  # what each other token gets
-    size = (targets.size(0), vocab_size)
-    distribution = torch.full(size, share, device=targets.device)  # (N, vocab)
-    distribution.scatter_(1, targets.unsqueeze(1), 1.0 - smoothing)  # the right token
-    distribution[:, pad_id] = 0.0  # never predict padding
-    distribution[targets == pad_id] = 0.0  # padding positions are not scored
-    return distribution
-''',
-    "top_k_probabilities": '''import torch
-
-
-def top_k_probabilities(logits, k, temperature):
-    """softmax(logits / temperature) over the k highest logits only (others get 0)."""
-    scaled = logits / temperature  # (..., vocab)
-    kth_best = scaled.topk(k, dim=-1).values[..., -1:]  # (..., 1)
-    return torch.softmax(scaled.masked_fill(scaled < kth_best, float("-inf")), dim=-1)
-''',
-}
-
-CHECKERS = {
-    "generator": check_generator,
-    "smoothed_targets": check_smoothed_targets,
-    "top_k_probabilities": check_top_k_probabilities,
-}
-
-QUESTION = (
-    "The paper reports that label smoothing (0.1) 'hurts perplexity, as the model learns to be more "
-    "unsure, but improves accuracy and BLEU'. Why can both be true?"
-)
-ANSWER = (
-    "Perplexity measures the probability given to the right token; with smoothing the best the model "
-    "can do is put 0.9 on it and spread 0.1 over the rest, so its perplexity cannot reach that of a "
-    "model that puts nearly 1 there. Accuracy and BLEU only need the right token to be ranked first. "
-    "Smoothing keeps the logits from growing without bound to chase probability 1, which regularizes "
-    "the model (less over-confident, better calibrated between good candidates) and helps beam search, "
-    "so rankings, and hence BLEU, improve while the probabilities themselves are less sharp."
-)

@@ -1,9 +1,9 @@
 """Chapter 9 exercises: the warm-up schedule, the parameter count, exact match by teacher forcing.
 
-    from book_exercises.ch09 import check_warmup_rate
-    check_warmup_rate(warmup_rate)
+    from book_exercises import check
+    check(warmup_rate, device=device)
 
-Every checker calls the reader's function on small inputs and compares it with transformer_book
+Each check calls the reader's function on small inputs and compares it with transformer_book
 (warmup_rate, make_model on the meta device, and the rule of training.exact_match_accuracy).
 """
 
@@ -11,22 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
+from book_exercises.core import Case, Exercise, Mistake, seeded
 from transformer_book import make_model
 from transformer_book import warmup_rate as package_warmup_rate
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the warm-up learning rate
-
-
-def _rates(rule):
-    def rates(steps, d_model, warmup_steps):
-        return torch.tensor(
-            [float(rule(step, d_model, warmup_steps)) for step in steps],
-            dtype=torch.float64,
-        )
-
-    return rates
 
 
 def _warmup_cases():
@@ -39,39 +29,8 @@ def _warmup_cases():
     ]
 
 
-WARMUP = Exercise(
-    name="warmup_rate",
-    task="d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).",
-    cases=_warmup_cases,
-    reference=_rates(package_warmup_rate),
-    rtol=1e-6,
-    atol=0.0,
-    mistakes=[
-        Mistake(
-            "your rate lacks the factor d_model^-0.5 (wider models take smaller steps).",
-            _rates(lambda s, d, w: min(s**-0.5, s * w**-1.5)),
-        ),
-        Mistake(
-            "you took the max of the two terms: the rate is their min (a linear rise up to "
-            "step warmup_steps, then 1/sqrt(step)).",
-            _rates(lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5)),
-        ),
-        Mistake(
-            "the warm-up term is step * warmup_steps^-1.5 (so the two terms meet at step = "
-            "warmup_steps); you used another power of warmup_steps.",
-            _rates(lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-0.5)),
-        ),
-    ],
-    normalize=lambda got: got.double() if isinstance(got, torch.Tensor) else got,
-)
-
-
-def check_warmup_rate(function, device=None):
-    """Check ``function(step, d_model, warmup_steps) -> float`` on several steps and models."""
-    return run(WARMUP, _rates_of(function), device)
-
-
 def _rates_of(function):
+    """The rates of a list of steps, from a function of one step (None if it returns None)."""
     def rates(steps, d_model, warmup_steps):
         values = [function(step, d_model, warmup_steps) for step in steps]
         if any(value is None for value in values):
@@ -79,6 +38,34 @@ def _rates_of(function):
         return torch.tensor([float(value) for value in values], dtype=torch.float64)
 
     return rates
+
+
+WARMUP = Exercise(
+    name="warmup_rate",
+    task="d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).",
+    cases=_warmup_cases,
+    reference=package_warmup_rate,
+    adapt=_rates_of,
+    rtol=1e-6,
+    atol=0.0,
+    mistakes=[
+        Mistake(
+            "your rate lacks the factor d_model^-0.5 (wider models take smaller steps).",
+            lambda s, d, w: min(s**-0.5, s * w**-1.5),
+        ),
+        Mistake(
+            "you took the max of the two terms: the rate is their min (a linear rise up to "
+            "step warmup_steps, then 1/sqrt(step)).",
+            lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5),
+        ),
+        Mistake(
+            "the warm-up term is step * warmup_steps^-1.5 (so the two terms meet at step = "
+            "warmup_steps); you used another power of warmup_steps.",
+            lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-0.5),
+        ),
+    ],
+    normalize=lambda got: got.double() if isinstance(got, torch.Tensor) else got,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,11 +136,6 @@ PARAMETER_COUNT = Exercise(
 )
 
 
-def check_parameter_count(function, device=None):
-    """Check ``function(d_model, d_ff, layers, vocab) -> int`` against make_model."""
-    return run(PARAMETER_COUNT, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: exact match under teacher forcing
 
@@ -200,69 +182,3 @@ TEACHER_FORCED = Exercise(
     ],
 )
 
-
-def check_teacher_forced_exact_match(function, device=None):
-    """Check ``function(log_probs (batch, t, vocab), labels (batch, t), pad_id) -> (batch,) bool``."""
-    return run(TEACHER_FORCED, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "warmup_rate": '''def warmup_rate(step, d_model, warmup_steps):
-    """The paper's learning rate at ``step`` (>= 1)."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "parameter_count": '''def parameter_count(d_model, d_ff, layers, vocab):
-    """Parameters of make_model(vocab, vocab, ...) with tied embeddings."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-    "teacher_forced_exact_match": '''def teacher_forced_exact_match(log_probs, labels, pad_id):
-    """(batch, t, vocab), (batch, t) -> (batch,): is every real label the argmax?"""
-    # Your code here (2 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "warmup_rate": '''def warmup_rate(step, d_model, warmup_steps):
-    """The paper's learning rate at ``step`` (>= 1)."""
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
-''',
-    "parameter_count": '''def parameter_count(d_model, d_ff, layers, vocab):
-    """Parameters of make_model(vocab, vocab, ...) with tied embeddings."""
-    linear = d_model * d_model + d_model  # one d_model -> d_model map with its bias
-    feed_forward = 2 * d_model * d_ff + d_ff + d_model
-    norm = 2 * d_model  # gain and bias
-    encoder_layer = 4 * linear + feed_forward + 2 * norm
-    decoder_layer = 8 * linear + feed_forward + 3 * norm
-    return layers * (encoder_layer + decoder_layer) + vocab * d_model + vocab
-''',
-    "teacher_forced_exact_match": '''def teacher_forced_exact_match(log_probs, labels, pad_id):
-    """(batch, t, vocab), (batch, t) -> (batch,): is every real label the argmax?"""
-    right = (log_probs.argmax(dim=-1) == labels) | (labels == pad_id)  # (batch, t)
-    return right.all(dim=1)  # (batch,)
-''',
-}
-
-CHECKERS = {
-    "warmup_rate": check_warmup_rate,
-    "parameter_count": check_parameter_count,
-    "teacher_forced_exact_match": check_teacher_forced_exact_match,
-}
-
-QUESTION = (
-    "Chapter 9 trains for a fixed number of steps instead of 'until 99% or 60 seconds'. Why does "
-    "a wall-clock budget make a test fail on a busy machine, and what does a fixed, seeded number "
-    "of steps guarantee instead?"
-)
-ANSWER = (
-    "A clock budget fixes the time, not the work: a machine running other jobs (or a slower CPU) "
-    "completes fewer steps in 60 seconds, so it ends with a less-trained model, and an accuracy "
-    "assertion that held on the author's machine fails there. A fixed number of steps with every "
-    "random number drawn from one seed (initial weights, dropout, the batches) performs the same "
-    "computation everywhere, so the trained model, and its accuracy, are the same whatever the speed; "
-    "only the time it takes differs, and that is reported, not asserted."
-)

@@ -1,9 +1,9 @@
 """Chapter 10 exercises: one greedy step, the length penalty, top-p (nucleus) filtering.
 
-    from book_exercises.ch10 import check_greedy_step
-    check_greedy_step(greedy_step)
+    from book_exercises import check
+    check(greedy_step, device=device)
 
-Every checker calls the reader's function on small seeded inputs (edge cases included) and compares
+Each check calls the reader's function on small seeded inputs (edge cases included) and compares
 it with transformer_book.decoding (length_penalized, top_p_filter) or with the rule of its
 greedy_decode (one step: argmax, append, an ended sequence repeats its end token).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
+from book_exercises.core import Case, Exercise, Mistake, seeded
 from transformer_book.decoding import length_penalized, top_p_filter
 
 # ---------------------------------------------------------------------------------------------
@@ -65,11 +65,6 @@ GREEDY_STEP = Exercise(
 )
 
 
-def check_greedy_step(function, device=None):
-    """Check ``function(log_probs (batch, vocab), tokens (batch, t), end_id) -> (batch, t + 1)``."""
-    return run(GREEDY_STEP, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the length penalty
 
@@ -107,11 +102,6 @@ LENGTH_PENALTY = Exercise(
         ),
     ],
 )
-
-
-def check_length_penalized(function, device=None):
-    """Check ``function(scores, lengths, alpha) -> penalized scores`` (same shape)."""
-    return run(LENGTH_PENALTY, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,83 +160,3 @@ TOP_P = Exercise(
     ],
 )
 
-
-def check_top_p_filter(function, device=None):
-    """Check ``function(logits (..., vocab), top_p) -> logits with -inf outside``."""
-    return run(TOP_P, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "greedy_step": '''def greedy_step(log_probs, tokens, end_id):
-    """(batch, vocab), (batch, t) -> (batch, t + 1): append each row's argmax token;
-    a row whose last token is end_id has ended and gets end_id again."""
-    # Your code here (3 lines).
-    raise NotImplementedError
-''',
-    "length_penalized": '''def length_penalized(scores, lengths, alpha):
-    """score / ((5 + length) / 6) ** alpha, elementwise (Wu et al., 2016)."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "top_p_filter": '''def top_p_filter(logits, top_p):
-    """(..., vocab) -> the logits with -inf outside the nucleus: the fewest likeliest
-    tokens whose probabilities sum to at least top_p."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "greedy_step": '''import torch
-
-
-def greedy_step(log_probs, tokens, end_id):
-    """(batch, vocab), (batch, t) -> (batch, t + 1): append each row's argmax token;
-    a row whose last token is end_id has ended and gets end_id again."""
-    next_token = log_probs.argmax(dim=-1)  # (batch,)
-    next_token = next_token.masked_fill(tokens[:, -1] == end_id, end_id)
-    return torch.cat([tokens, next_token.unsqueeze(1)], dim=1)  # (batch, t + 1)
-''',
-    "length_penalized": '''def length_penalized(scores, lengths, alpha):
-    """score / ((5 + length) / 6) ** alpha, elementwise (Wu et al., 2016)."""
-    return scores / ((5 + lengths) / 6) ** alpha
-''',
-    "top_p_filter": '''import torch
-
-
-def top_p_filter(logits, top_p):
-    """(..., vocab) -> the logits with -inf outside the nucleus: the fewest likeliest
-    tokens whose probabilities sum to at least top_p."""
-    sorted_logits, order = logits.sort(dim=-1, descending=True)
-    probabilities = sorted_logits.softmax(dim=-1)
-    mass_before = probabilities.cumsum(dim=-1) - probabilities  # of the likelier ones
-    drop_sorted = mass_before >= top_p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, float("-inf"))
-''',
-}
-
-CHECKERS = {
-    "greedy_step": check_greedy_step,
-    "length_penalized": check_length_penalized,
-    "top_p_filter": check_top_p_filter,
-}
-
-QUESTION = (
-    "Beam search finds outputs of higher probability than greedy decoding. Why can an output of "
-    "higher probability still be a worse output, and why do systems that write open-ended text "
-    "sample (with top-k or top-p) instead of searching?"
-)
-ANSWER = (
-    "The model's probability is not the quality we want. A total log-probability is a sum of "
-    "negative terms, so the most probable sequence tends to be short (the end token early), which "
-    "is what the length penalty corrects; and where many outputs are acceptable, as in open-ended "
-    "text, the probability mass is spread over them, so the single most probable sequence is often "
-    "bland or repetitive (a loop of likely tokens gets likelier with every repetition), a mode that "
-    "no human would write. Search helps when there is one right answer and the model's errors are "
-    "local (translation, our dates). Sampling instead draws outputs with the model's own variety; "
-    "top-k and top-p cut off the long tail of unlikely tokens, where the model's estimates are least "
-    "reliable, so that one bad draw does not derail the rest of the text."
-)

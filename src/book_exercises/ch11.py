@@ -1,9 +1,9 @@
 """Chapter 11 exercises: attention entropy, the argmax-alignment hit rate, ablating one head.
 
-    from book_exercises.ch11 import check_attention_entropy
-    check_attention_entropy(attention_entropy)
+    from book_exercises import check
+    check(attention_entropy, device=device)
 
-Every checker calls the reader's function on small seeded inputs (edge cases included: masked keys
+Each check calls the reader's function on small seeded inputs (edge cases included: masked keys
 with weight exactly 0, one-hot and uniform rows, rows with nothing to align to, one head) and
 compares it with the rule chapter 11 applies to the trained model.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
+from book_exercises.core import Case, Exercise, Mistake, seeded
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the entropy of each attention row
@@ -60,11 +60,6 @@ ENTROPY = Exercise(
         ),
     ],
 )
-
-
-def check_attention_entropy(function, device=None):
-    """Check ``function(weights (..., keys)) -> entropy (...)`` in nats."""
-    return run(ENTROPY, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,11 +119,6 @@ HIT_RATE = Exercise(
 )
 
 
-def check_alignment_hit_rate(function, device=None):
-    """Check ``function(weights (b, q, k), expected (b, q, k) bool) -> 0-d tensor``."""
-    return run(HIT_RATE, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: ablating one head
 
@@ -179,83 +169,3 @@ ABLATE = Exercise(
     ],
 )
 
-
-def check_ablate_head(function, device=None):
-    """Check ``function(concatenated (batch, seq, heads * d_k), head, heads)``."""
-    return run(ABLATE, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "attention_entropy": '''def attention_entropy(weights):
-    """(..., keys) attention weights -> (...) entropy of each row in nats,
-    with 0 * log 0 counted as 0."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "alignment_hit_rate": '''def alignment_hit_rate(weights, expected):
-    """weights (batch, queries, keys), expected (batch, queries, keys) booleans ->
-    0-d tensor: among the rows with an expected key, the fraction whose most
-    attended key is expected."""
-    # Your code here (4 lines).
-    raise NotImplementedError
-''',
-    "ablate_head": '''def ablate_head(concatenated, head, heads):
-    """(batch, seq, heads * d_k), the heads' outputs side by side -> the same with
-    head ``head`` set to zero (a new tensor; the input is left as it is)."""
-    # Your code here (4 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "attention_entropy": '''import torch
-
-
-def attention_entropy(weights):
-    """(..., keys) attention weights -> (...) entropy of each row in nats,
-    with 0 * log 0 counted as 0."""
-    return torch.special.entr(weights).sum(dim=-1)  # entr(w) = -w log w, 0 at w = 0
-''',
-    "alignment_hit_rate": '''def alignment_hit_rate(weights, expected):
-    """weights (batch, queries, keys), expected (batch, queries, keys) booleans ->
-    0-d tensor: among the rows with an expected key, the fraction whose most
-    attended key is expected."""
-    counted = expected.any(dim=-1)  # (batch, queries): rows with something to hit
-    most_attended = weights.argmax(dim=-1, keepdim=True)  # (batch, queries, 1)
-    hit = expected.gather(-1, most_attended).squeeze(-1)  # (batch, queries)
-    return hit[counted].float().mean()
-''',
-    "ablate_head": '''def ablate_head(concatenated, head, heads):
-    """(batch, seq, heads * d_k), the heads' outputs side by side -> the same with
-    head ``head`` set to zero (a new tensor; the input is left as it is)."""
-    batch, seq, width = concatenated.shape
-    per_head = concatenated.reshape(batch, seq, heads, width // heads).clone()
-    per_head[:, :, head] = 0.0  # (batch, seq, heads, d_k)
-    return per_head.reshape(batch, seq, width)
-''',
-}
-
-CHECKERS = {
-    "attention_entropy": check_attention_entropy,
-    "alignment_hit_rate": check_alignment_hit_rate,
-    "ablate_head": check_ablate_head,
-}
-
-QUESTION = (
-    "One cross-attention head of the trained model peaks on the expected source character for "
-    "most output characters. Does that show that the model reads those characters through that "
-    "head? What would you check before saying so?"
-)
-ANSWER = (
-    "No: an attention map shows where a head looks, not what the model does with it. The value "
-    "vectors it averages may carry little (a head can attend faithfully and be ignored by the "
-    "output projection), another head may carry the same information redundantly, and after the "
-    "first layer every position's vector already mixes information from other positions, so "
-    "'attends to source position 7' need not mean 'reads the character at 7'. A causal test "
-    "intervenes: ablate the head (zero its output, as this chapter does) and measure what breaks; "
-    "if exact match collapses, the head is necessary; if nothing changes, the map was a correlate. "
-    "Even then, redundancy means ablating one head can understate its role, so ablating pairs, or "
-    "patching in activations from another input, gives a fuller picture."
-)

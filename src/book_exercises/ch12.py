@@ -1,9 +1,9 @@
 """Chapter 12 exercises: Chinese numerals below 100,000, the search-error test, one beam step.
 
-    from book_exercises.ch12 import check_chinese_numeral
-    check_chinese_numeral(chinese_numeral)
+    from book_exercises import check
+    check(chinese_numeral, device=device)
 
-Every checker calls the reader's function on small seeded inputs (edge cases included: numbers
+Each check calls the reader's function on small seeded inputs (edge cases included: numbers
 with inner and trailing zeros and a leading or inner 十; ties between the right answer and
 greedy's output; the first beam step, where only one prefix is alive) and compares it with
 transformer_book.numerals.chinese_numeral or with the rule chapter 12 applies.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
+from book_exercises.core import Case, Exercise, Mistake, seeded
 from transformer_book.numerals import chinese_numeral
 
 # ---------------------------------------------------------------------------------------------
@@ -90,11 +90,6 @@ CHINESE_NUMERAL = Exercise(
 )
 
 
-def check_chinese_numeral(function, device=None):
-    """Check ``function(number) -> str`` for 1 <= number < 100000."""
-    return run(CHINESE_NUMERAL, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: is it a search error?
 
@@ -152,11 +147,6 @@ SEARCH_ERROR = Exercise(
         ),
     ],
 )
-
-
-def check_search_error(function, device=None):
-    """Check ``function(reference (batch, t1), greedy (batch, t2)) -> (batch,) bool``."""
-    return run(SEARCH_ERROR, function, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,93 +207,3 @@ BEAM_STEP = Exercise(
     ],
 )
 
-
-def check_beam_step(function, device=None):
-    """Check ``function(scores (batch, beam), log_probs (batch, beam, vocab), beam_size)``."""
-    return run(BEAM_STEP, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "chinese_numeral": '''def chinese_numeral(number):
-    """1 <= number < 100000 -> its Chinese numeral (12305 -> 一万二千三百零五)."""
-    # Your code here (about 12 lines).
-    raise NotImplementedError
-''',
-    "search_error": '''def search_error(reference_log_probs, greedy_log_probs):
-    """Each token's log-probability in the right answers (batch, t1) and in greedy's
-    outputs (batch, t2), 0 after each end token -> (batch,) True where the right answer
-    is more probable than greedy's output."""
-    # Your code here (1 line).
-    raise NotImplementedError
-''',
-    "beam_step": '''def beam_step(scores, log_probs, beam_size):
-    """scores (batch, beam) of the prefixes, log_probs (batch, beam, vocab) of
-    their next tokens -> the beam_size best candidates: their scores, the beam each
-    extends and its new token, each (batch, beam_size)."""
-    # Your code here (4 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "chinese_numeral": '''def chinese_numeral(number):
-    """1 <= number < 100000 -> its Chinese numeral (12305 -> 一万二千三百零五)."""
-    digits, units = "零一二三四五六七八九", ["", "十", "百", "千", "万"]
-    written = str(number)
-    text, zeros_before = "", 0
-    for index, character in enumerate(written):
-        place = len(written) - 1 - index  # 0 for the units ... 4 for 万
-        if character == "0":
-            zeros_before += 1  # zeros at the end are never written
-            continue
-        if zeros_before:
-            text += "零"  # one 零 for a whole run of zeros
-        zeros_before = 0
-        if not (character == "1" and place == 1 and not text):  # 十二, not 一十二
-            text += digits[int(character)]
-        text += units[place]
-    return text
-''',
-    "search_error": '''def search_error(reference_log_probs, greedy_log_probs):
-    """Each token's log-probability in the right answers (batch, t1) and in greedy's
-    outputs (batch, t2), 0 after each end token -> (batch,) True where the right answer
-    is more probable than greedy's output."""
-    return reference_log_probs.sum(dim=-1) > greedy_log_probs.sum(dim=-1)
-''',
-    "beam_step": '''def beam_step(scores, log_probs, beam_size):
-    """scores (batch, beam) of the prefixes, log_probs (batch, beam, vocab) of
-    their next tokens -> the beam_size best candidates: their scores, the beam each
-    extends and its new token, each (batch, beam_size)."""
-    vocab = log_probs.size(-1)
-    candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
-    best_scores, best = candidates.flatten(1).topk(beam_size, dim=-1)
-    return best_scores, best // vocab, best % vocab
-''',
-}
-
-CHECKERS = {
-    "chinese_numeral": check_chinese_numeral,
-    "search_error": check_search_error,
-    "beam_step": check_beam_step,
-}
-
-QUESTION = (
-    "On the number words, a beam of 4 gains about one point of exact match over greedy decoding, "
-    "and a beam of 8 nothing more. Using the split into search errors and model errors, explain "
-    "why, and say what you would change to make the outputs right more often."
-)
-ANSWER = (
-    "A beam can only fix search errors: outputs where the model gives the right answer a higher "
-    "probability than greedy's output, and greedy missed it by committing early to a likelier "
-    "prefix. Here they are a small fraction of greedy's errors; the rest are model errors, where "
-    "the model prefers a wrong numeral, and an exact search would return that wrong numeral too. "
-    "A beam of 4 already finds most of the search errors, so a beam of 8 has almost nothing left "
-    "to fix, and every beam also breaks a few numbers where the model's preferred output is wrong "
-    "but greedy happened to reach the right one. The remedy is a better model, not a wider search: "
-    "train for more steps (the chapter's 120 are deliberately few), or on more data, until the "
-    "model scores the right numeral highest; then greedy decoding is usually right too, and the "
-    "beam guards against the remaining early slips. Search pays most when a well-trained model is "
-    "unsure at a few decisive early steps of a long output, as in translation."
-)

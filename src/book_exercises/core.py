@@ -1,18 +1,20 @@
 """The machinery shared by every chapter's exercise checkers.
 
 An :class:`Exercise` knows how to make a few small, seeded test cases (on the CPU), how the companion
-package answers them (the reference), and the typical mistakes: for each, a hint and a function that
-computes what the mistaken code returns. A checker runs the reader's function on every case and prints
-exactly one line:
+package answers them (the reference), and the typical mistakes: for each, a hint and the mistaken code
+itself (a function that returns what the mistake returns, or raises what it raises). The notebook is
+the one source of each exercise's stub and solution; a chapter module holds only its exercises.
+``check(function)`` finds the exercise named like the reader's function, runs the function on every case
+and prints exactly one line:
 
 * ``Not attempted yet: ...`` when the function raises ``NotImplementedError`` or returns ``None``
   (the untouched stub), so an executed notebook stays free of errors;
 * ``Correct: ...`` when every case agrees with the package;
-* ``Not quite: <hint>`` when the answer matches a known mistake, or, failing that, a description of the
-  first difference (shape, NaN, or the first differing entry).
+* ``Not quite: <hint>`` when the answer (or the error raised) matches a known mistake, or, failing that,
+  a description of the first difference (shape, NaN, or the first differing entry).
 
 Devices: the inputs are made on the CPU (float32, seeded). Pass ``device="cuda"`` (or ``"mps"``, or the
-notebook's ``device``) to a checker to move the tensor and module inputs there before calling the
+notebook's ``device``) to ``check`` to move the tensor and module inputs there before calling the
 reader's function; the reader's output is always moved to the CPU before it is compared. So a function
 that builds its own tensors on ``device`` can be checked with ``device=device``.
 """
@@ -20,12 +22,18 @@ that builds its own tensors on ``device`` can be checked with ``device=device``.
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
+
+# every chXX.py beside this file, in order
+CHAPTERS = tuple(sorted(path.stem for path in Path(__file__).parent.glob("ch[0-9][0-9].py")))
+EXERCISES: dict[str, Exercise] = {}  # every exercise of the chapter modules imported so far, by name
 
 NOT_ATTEMPTED = "Not attempted yet"
 CORRECT = "Correct"
@@ -33,10 +41,10 @@ WRONG = "Not quite"
 
 
 class CheckResult:
-    """What a checker found: true if the answer is correct.
+    """What a check found: true if the answer is correct.
 
-    What a checker found. True if the answer is correct; displays nothing in a notebook (the checker
-    has printed its line already), so ``check_x(f)`` as a cell's last line shows one line only."""
+    Displays nothing in a notebook (the check has printed its line already), so ``check(f)`` as a
+    cell's last line shows one line only."""
 
     def __init__(self, status: str, message: str):
         self.status = status
@@ -56,7 +64,7 @@ class CheckResult:
     def __repr__(self) -> str:
         return f"CheckResult(status={self.status!r}, message={self.message!r})"
 
-    def _ipython_display_(self) -> None:  # the checker already printed its one line
+    def _ipython_display_(self) -> None:  # the check already printed its one line
         pass
 
 
@@ -71,10 +79,11 @@ class Case:
 
 @dataclass
 class Mistake:
-    """A typical wrong answer, with its hint and what the mistaken code returns.
+    """A typical wrong answer: the hint to print, and the mistaken code.
 
-    A typical wrong answer: the hint to print, and what code with that mistake returns for a case
-    (a function of the same arguments as the exercise). ``applies`` may restrict it to some cases."""
+    ``compute`` takes the exercise's arguments and returns what code with that mistake returns (None
+    where the mistake does not apply), or raises what it raises: a reader's function that raises the
+    same error (type and first line) on the same case gets this hint."""
 
     hint: str
     compute: Callable
@@ -93,8 +102,29 @@ class Exercise:
     rtol: float = 1e-4
     normalize: Callable | None = None  # applied to the reader's output before comparing
     describe: Callable | None = None  # (got, expected, case) -> specific message, or None
-    error_hints: Sequence[tuple[str, str]] = ()  # (substring of an exception message, hint)
     success: str = ""
+    # turns a function with the reader's arguments into one the cases call (the reader's function,
+    # the reference and the mistakes alike), e.g. one rate per step into the rates of a list of steps
+    adapt: Callable = lambda function: function
+
+    def __post_init__(self):
+        EXERCISES[self.name] = self
+
+
+def check(function: Callable, device=None, exercise: str | None = None) -> CheckResult:
+    """Check the reader's ``function`` against the exercise of its name and print one line.
+
+    ``exercise`` names the exercise when the function has another name. Tensor and module inputs are
+    moved to ``device`` (e.g. the notebook's ``device``); the output is compared on the CPU."""
+    name = exercise or getattr(function, "__name__", None)
+    for chapter in CHAPTERS:  # import the chapters' exercises until the name is found
+        if name in EXERCISES:
+            break
+        importlib.import_module(f"book_exercises.{chapter}")
+    if name not in EXERCISES:
+        raise ValueError(f"no exercise is called {name!r}: keep the name of the stub's function, "
+                         f"or name the exercise, e.g. check({name}, exercise='sinusoidal_table')")
+    return run(EXERCISES[name], function, device)
 
 
 def to_device(value, device):
@@ -184,12 +214,13 @@ def report(status: str, message: str) -> CheckResult:
 
 def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
     """Check ``function`` against ``exercise`` and print one line (see the module docstring)."""
+    function = exercise.adapt(function)
     with torch.random.fork_rng(devices=[]):  # our seeds must not disturb the notebook's random state
         cases = exercise.cases()
     for number, case in enumerate(cases):
         try:
             with torch.no_grad():
-                expected = exercise.reference(*case.args, **case.kwargs)
+                expected = exercise.adapt(exercise.reference)(*case.args, **case.kwargs)
         except Exception as error:  # noqa: BLE001 (a bug in the checker itself: say so, do not blame the reader)
             return report(WRONG, f"the checker failed on {case.label} ({error}); please report it")
         try:
@@ -199,11 +230,11 @@ def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
             return report(NOT_ATTEMPTED, f"{exercise.name} (replace `raise NotImplementedError` "
                                          "with your code, then run this cell again).")
         except Exception as error:  # noqa: BLE001 (whatever the reader's code raises is reported)
-            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            for pattern, hint in exercise.error_hints:
-                if pattern in message:
-                    return report(WRONG, hint)
-            return report(WRONG, f"your function raised {type(error).__name__} on {case.label}: {message}")
+            mistake = _raising_mistake(exercise, case, error)
+            if mistake is not None:
+                return report(WRONG, mistake.hint)
+            return report(WRONG, f"your function raised {type(error).__name__} on {case.label}: "
+                                 f"{first_line(error)}")
         if got is None:
             if number == 0:
                 return report(NOT_ATTEMPTED, f"{exercise.name} returns None (write its body and "
@@ -221,6 +252,23 @@ def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
         return report(WRONG, specific or f"on {case.label}, {difference(got, expected, exercise.atol, exercise.rtol)}")
     success = exercise.success or "matches the companion package"
     return report(CORRECT, f"{exercise.name} {success} on all {len(cases)} test cases.")
+
+
+def first_line(error: Exception) -> str:
+    """The first line of an error's message (what the reader's error and a mistake's are compared by)."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else ""
+
+
+def _raising_mistake(exercise: Exercise, case: Case, error: Exception) -> Mistake | None:
+    """The first mistake that raises the reader's error (same type, same first line) on ``case``."""
+    for mistake in exercise.mistakes:
+        try:
+            with torch.no_grad():
+                exercise.adapt(mistake.compute)(*case.args, **case.kwargs)
+        except Exception as raised:  # noqa: BLE001 (the mistake's own error, compared with the reader's)
+            if type(raised) is type(error) and first_line(raised) == first_line(error):
+                return mistake
+    return None
 
 
 def _outputs(exercise: Exercise, function: Callable, device, cases: Sequence[Case]) -> list:
@@ -244,7 +292,7 @@ def _matching_mistake(exercise: Exercise, function: Callable, device, cases: Seq
     for mistake in exercise.mistakes:
         try:
             with torch.no_grad():
-                wrong = mistake.compute(*cases[failing].args, **cases[failing].kwargs)
+                wrong = exercise.adapt(mistake.compute)(*cases[failing].args, **cases[failing].kwargs)
         except Exception:  # noqa: BLE001, S112 (a mistake that cannot run on this case does not match)
             continue
         if wrong is None or not same(got, wrong, exercise.atol, exercise.rtol):
@@ -254,7 +302,7 @@ def _matching_mistake(exercise: Exercise, function: Callable, device, cases: Seq
         for case, output in zip(cases, outputs):
             try:
                 with torch.no_grad():
-                    wrong = mistake.compute(*case.args, **case.kwargs)
+                    wrong = exercise.adapt(mistake.compute)(*case.args, **case.kwargs)
             except Exception:  # noqa: BLE001, S112 (a case the mistake cannot run on says nothing)
                 continue
             if output is not None and wrong is not None and not same(output, wrong, exercise.atol,
