@@ -2,13 +2,11 @@
 
 import hashlib
 import lzma
-import random
 from importlib.resources import files
 
 import pytest
 
 from transformer_book.tatoeba import (
-    SPLIT_SEED,
     SPLIT_SIZES,
     bare,
     english_keys,
@@ -57,17 +55,30 @@ def test_split_sizes_and_no_english_sentence_on_two_sides():
 def test_split_is_fixed_and_keeps_extra_translations_as_references():
     test = tatoeba_split("test")
     assert test == tatoeba_split("test")  # the same every call (and every run: seeded)
-    # recorded once: a change to the seed, the sort, the grouping or the file changes the split
+    # recorded once: a change to the seed, the sort or the file changes the split
     assert test[:2] == [
-        ("He mistook me for my twin brother.", ["他把我误认为我的双胞胎兄弟。"]),
-        ("She studies English every day.", ["她每天学习英语。"]),
+        ("He confessed to the murder.", ["他供认了杀人的罪行。"]),
+        ("I am unable to finish my homework.", ["我无法完成我的作业。"]),
     ]
-    assert tatoeba_split("dev")[0][0] == "He came to Tokyo at the age of three."
-    assert tatoeba_split("train")[0][0] == "It can't be!"
+    assert tatoeba_split("dev")[0][0] == "The space race was an exciting time in history."
+    assert tatoeba_split("train")[0][0] == "Do you have your driver's license?"
     several = [references for _, references in test if len(references) > 1]
     assert several, "the extra translations of a sentence become extra references"
     test[0][1].append("changed")
     assert tatoeba_split("test")[0][1][-1] != "changed", "callers get fresh lists"
+
+
+def test_split_by_meaning_is_fixed_with_the_same_sizes():
+    splits = {name: tatoeba_split(name, by="meaning") for name in ("train", "dev", "test")}
+    assert [len(splits[name]) for name in ("train", "dev", "test")] == [26_161, 500, 1000]
+    assert sum(len(refs) for pairs in splits.values() for _, refs in pairs) == 29_155
+    # recorded once: a change to the seed, the keys or the grouping changes the split
+    assert splits["test"][:2] == [
+        ("He mistook me for my twin brother.", ["他把我误认为我的双胞胎兄弟。"]),
+        ("She studies English every day.", ["她每天学习英语。"]),
+    ]
+    assert splits["dev"][0][0] == "He came to Tokyo at the age of three."
+    assert splits["train"][0][0] == "It can't be!"
 
 
 def test_english_keys_ignore_case_punctuation_spacing_and_contractions():
@@ -100,28 +111,30 @@ def crossing_twins(sides: dict[str, list[str]]) -> list[str]:
     return found
 
 
-def test_no_normalised_twin_crosses_sides():
-    sides = {name: [english for english, _ in tatoeba_split(name)] for name in ("test", "dev", "train")}
+def test_no_normalised_twin_crosses_sides_of_the_split_by_meaning():
+    sides = {name: [english for english, _ in tatoeba_split(name, by="meaning")]
+             for name in ("test", "dev", "train")}
     assert crossing_twins(sides) == []
     grouped = sorted(english for group in twin_groups() for english in group)
     assert grouped == sorted(english for side in sides.values() for english in side)
 
 
-def test_the_twin_check_fails_on_the_exact_string_split():
-    """The split before issue 33 (distinct English strings, shuffled, cut at 1,000 and 1,500) put
-    twins on both sides: the check above must see them."""
-    english = sorted(english for name in ("train", "dev", "test") for english, _ in tatoeba_split(name))
-    random.Random(SPLIT_SEED).shuffle(english)
-    exact = {"test": english[:1000], "dev": english[1000:1500], "train": english[1500:]}
-    crossing = crossing_twins(exact)
-    test_side = set(exact["test"])
-    assert len([english for english in crossing if english in test_side]) > 150
+def test_the_twin_check_fails_on_the_split_by_sentence():
+    """The split by English sentence (the default, which the shipped translator was trained on)
+    puts twins on both sides: the check above must see them (204 test sentences with a twin in dev or
+    train; chapter 13 counts the 203 with one in train)."""
+    sides = {name: [english for english, _ in tatoeba_split(name)] for name in ("test", "dev", "train")}
+    crossing = crossing_twins(sides)
+    test_side = set(sides["test"])
+    assert len([english for english in crossing if english in test_side]) == 204
     assert "I've lost my watch." in crossing
 
 
 def test_bad_split_name_is_refused():
     with pytest.raises(ValueError, match=r'"train", "dev" or "test"; got \'valid\''):
         tatoeba_split("valid")
+    with pytest.raises(ValueError, match=r'by must be "sentence" or "meaning"; got by=\'words\''):
+        tatoeba_split("test", by="words")
 
 
 def write_xz(path, text):

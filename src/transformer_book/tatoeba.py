@@ -138,8 +138,11 @@ def twin_groups() -> tuple[tuple[str, ...], ...]:
 
 
 @functools.cache
-def _split_sentences() -> dict[str, tuple[str, ...]]:
-    groups = list(twin_groups())
+def _split_sentences(by: str) -> dict[str, tuple[str, ...]]:
+    if by == "sentence":  # each English sentence on its own
+        groups = [(english,) for english in sorted(_translations())]
+    else:
+        groups = list(twin_groups())
     random.Random(SPLIT_SEED).shuffle(groups)
     chosen: dict[str, list[str]] = {"test": [], "dev": [], "train": []}
     for group in groups:  # test, then dev, filled to their sizes; the rest is train
@@ -150,23 +153,26 @@ def _split_sentences() -> dict[str, tuple[str, ...]]:
     return {name: tuple(sentences) for name, sentences in chosen.items()}
 
 
-def tatoeba_split(name: str) -> list[tuple[str, list[str]]]:
+def tatoeba_split(name: str, by: str = "sentence") -> list[tuple[str, list[str]]]:
     """Load the "train", "dev" or "test" split of the Tatoeba pairs.
 
     (English sentence, [its Chinese translations]) for the "train", "dev" or "test"
     split.
 
-    The split is by group of near-twins (``twin_groups``): all translations of one
-    sentence, and every sentence that differs from it only by case, punctuation,
-    spacing or a contraction, or that shares a translation with it, fall on one side.
-    The groups are shuffled once with ``SPLIT_SEED``; the test set takes them in that
-    order up to 1,000 sentences (a group that would overflow goes on), then the dev
-    set up to 500, and the train set has the rest.
+    ``by="sentence"`` (the split the shipped translator was trained on): all
+    translations of one English sentence fall on one side. ``by="meaning"``: so do
+    its near-twins (``twin_groups``), the sentences that differ from it only by
+    case, punctuation, spacing or a contraction, or share a translation with it.
+    The sentences (or groups) are shuffled once with ``SPLIT_SEED``; the test set
+    takes them in that order up to 1,000 sentences (a group that would overflow
+    goes on), then the dev set up to 500, and the train set has the rest.
     """
     if name not in ("train", "dev", "test"):
         raise ValueError(f'split must be "train", "dev" or "test"; got {name!r}')
+    if by not in ("sentence", "meaning"):
+        raise ValueError(f'by must be "sentence" or "meaning"; got by={by!r}')
     translations = _translations()
     return [
         (sentence, list(translations[sentence]))
-        for sentence in _split_sentences()[name]
+        for sentence in _split_sentences(by)[name]
     ]
