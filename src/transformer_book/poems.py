@@ -52,7 +52,7 @@ def read_poems(path: str | Path | None = None) -> list[str]:
     return poems
 
 
-def verses(poem: str) -> list[str]:
+def split_verses(poem: str) -> list[str]:
     """A poem's verses, five characters each, without their marks."""
     return re.findall(r"[^，。？]{5}", poem)
 
@@ -77,7 +77,7 @@ def twin_poems() -> tuple[tuple[str, ...], ...]:
     poems = sorted(set(read_poems()))
     with_key: dict[str, set[int]] = {}  # a verse key -> the poems that have it
     for index, poem in enumerate(poems):
-        for verse in verses(poem):
+        for verse in split_verses(poem):
             for key in verse_keys(verse):
                 with_key.setdefault(key, set()).add(index)
     parent = list(range(len(poems)))  # union-find
@@ -88,13 +88,13 @@ def twin_poems() -> tuple[tuple[str, ...], ...]:
         return index
 
     for index, poem in enumerate(poems):
-        own = set(verses(poem))
+        own = set(split_verses(poem))
         shared = Counter()  # another poem -> how many of our verses it has
         for verse in own:
             found = set().union(*(with_key[key] for key in verse_keys(verse)))
             shared.update(found - {index})
         for other, count in shared.items():
-            if 2 * count >= min(len(own), len(set(verses(poems[other])))):
+            if 2 * count >= min(len(own), len(set(split_verses(poems[other])))):
                 one, two = root(index), root(other)
                 parent[max(one, two)] = min(one, two)
     groups: dict[int, list[str]] = {}
@@ -104,8 +104,11 @@ def twin_poems() -> tuple[tuple[str, ...], ...]:
 
 
 @functools.cache
-def _split_poems() -> dict[str, tuple[str, ...]]:
-    groups = list(twin_poems())
+def _split_poems(by: str) -> dict[str, tuple[str, ...]]:
+    if by == "poem":  # each distinct poem on its own
+        groups = [(poem,) for poem in sorted(set(read_poems()))]
+    else:
+        groups = list(twin_poems())
     random.Random(SPLIT_SEED).shuffle(groups)
     chosen: dict[str, list[str]] = {"held-out": [], "train": []}
     for group in groups:  # held out up to 1,000 poems (a group that overflows trains)
@@ -114,18 +117,20 @@ def _split_poems() -> dict[str, tuple[str, ...]]:
     return {name: tuple(poems) for name, poems in chosen.items()}
 
 
-def poem_split(name: str) -> list[str]:
+def poem_split(name: str, by: str = "poem") -> list[str]:
     """The "train" or "held-out" poems.
 
-    The split is by group of near-twins (``twin_poems``): a poem that occurs twice
-    in the file is one poem, and poems that share half their verses, up to a
-    variant character, fall on one side. The groups are shuffled once with
-    ``SPLIT_SEED`` and taken in turn into the held-out set up to 1,000 poems; the
-    rest is for training.
+    ``by="poem"`` (the split the shipped poet was trained on): a poem that occurs
+    twice in the file is one poem, on one side. ``by="meaning"``: so are its
+    near-twins (``twin_poems``), poems that share half their verses up to a variant
+    character. The poems (or groups) are shuffled once with ``SPLIT_SEED`` and taken
+    in turn into the held-out set up to 1,000 poems; the rest is for training.
     """
     if name not in ("train", "held-out"):
         raise ValueError(f'split must be "train" or "held-out"; got {name!r}')
-    return list(_split_poems()[name])
+    if by not in ("poem", "meaning"):
+        raise ValueError(f'by must be "poem" or "meaning"; got by={by!r}')
+    return list(_split_poems(by)[name])
 
 
 class CharVocabulary:

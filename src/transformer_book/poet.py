@@ -142,7 +142,7 @@ class Poet:
         )
         model = self.model.eval()
         device = next(model.parameters()).device
-        # drawn on the CPU: a seed writes the same poem on every device
+        # drawn on the CPU: a seed draws the same random numbers on every device
         generator = torch.Generator().manual_seed(seed)
         caches, offset = model.new_caches(), 0
         feed = ids
