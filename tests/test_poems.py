@@ -3,12 +3,21 @@ character vocabulary."""
 
 import hashlib
 import lzma
+from collections import Counter
 from importlib.resources import files
 
 import pytest
 import torch
 
-from transformer_book.poems import HELD_OUT, CharVocabulary, poem_split, read_poems
+from transformer_book.poems import (
+    HELD_OUT,
+    CharVocabulary,
+    poem_split,
+    read_poems,
+    split_verses,
+    twin_poems,
+    verse_keys,
+)
 
 SHIPPED_SHA256 = "3d4f30e72e0a3870f9cc1b1c538a72afc60589242c75c3ff625a405e0043a322"
 
@@ -45,11 +54,57 @@ def test_split_is_fixed():
     assert poem_split("held-out") == poem_split("held-out")
     assert poem_split("train")[0].startswith("雷霆空霹雳，云雨竟虚无。")
     assert poem_split("held-out")[0].startswith("行旅悲摇落，风波厌别离。")
+    # split by meaning: the same sizes, other poems
+    train, held_out = poem_split("train", by="meaning"), poem_split("held-out", by="meaning")
+    assert (len(train), len(held_out)) == (17_055, 1000)
+    assert train[0].startswith("地胜遗尘事，身闲念岁华。")
+    assert held_out[0].startswith("病来双树下，云脚上禅袍。")
+
+
+def crossing_twins(held_out: list[str], train: list[str]) -> list[str]:
+    """Held-out poems with at least half their verses (or half the other's, if it is
+    shorter) in one training poem, up to one character a verse; computed pair by pair
+    from the verses, not from the groups."""
+    in_train: dict[str, set[int]] = {}
+    for index, poem in enumerate(train):
+        for verse in split_verses(poem):
+            for key in verse_keys(verse):
+                in_train.setdefault(key, set()).add(index)
+    found = []
+    for poem in held_out:
+        own = set(split_verses(poem))
+        shared = Counter()
+        for verse in own:
+            shared.update(set().union(*(in_train.get(key, set()) for key in verse_keys(verse))))
+        if any(2 * n >= min(len(own), len(set(split_verses(train[i])))) for i, n in shared.items()):
+            found.append(poem)
+    return found
+
+
+def test_verse_keys_match_a_variant_character():
+    assert split_verses("白日依山尽，黄河入海流。") == ["白日依山尽", "黄河入海流"]
+    assert set(verse_keys("凤凰台上游")) & set(verse_keys("凤皇台上游"))
+    assert not set(verse_keys("凤凰台上游")) & set(verse_keys("凤皇台下游"))
+
+
+def test_no_near_twin_crosses_sides_of_the_split_by_meaning():
+    held_out, train = poem_split("held-out", by="meaning"), poem_split("train", by="meaning")
+    assert crossing_twins(held_out, train) == []
+    assert sorted(p for group in twin_poems() for p in group) == sorted(held_out + train)
+
+
+def test_the_twin_check_fails_on_the_split_by_poem():
+    """The split by poem (the default, which the shipped poet was trained on) leaves near-twins on both
+    sides: the check above must see them (chapter 15 counts them)."""
+    crossing = crossing_twins(poem_split("held-out"), poem_split("train"))
+    assert len(crossing) == 78
 
 
 def test_bad_split_name_is_refused():
     with pytest.raises(ValueError, match="'test'"):
         poem_split("test")
+    with pytest.raises(ValueError, match=r'by must be "poem" or "meaning"; got by=\'verse\''):
+        poem_split("train", by="verse")
 
 
 def test_a_corrupt_file_is_refused_naming_the_line(tmp_path):

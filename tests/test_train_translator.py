@@ -59,3 +59,17 @@ def test_two_runs_write_identical_files_and_a_change_is_found(toy, tmp_path):
     found = tool.differences(second, first, first)
     assert found == [tool.MERGES_FILE, f"{tool.WEIGHTS_FILE}: tensor {name}",
                      f"{tool.RUNS_FILE}: histories or translations"]
+
+
+def test_another_seed_trains_another_model_and_needs_its_own_folder(toy, tmp_path, capsys):
+    merges = tool.learn_bpe([english for english, _ in tool.tatoeba_split("train")], 30)
+    shipped_seed = tool.train_run("smoothing 0.1", 0.1, merges, "cpu")
+    again = tool.train_run("smoothing 0.1", 0.1, merges, "cpu", seed=0)
+    other = tool.train_run("smoothing 0.1", 0.1, merges, "cpu", seed=1)
+    weights = [run["shipped"]["state_dict"] for run in (shipped_seed, again, other)]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert not all(torch.equal(weights[0][name], weights[2][name]) for name in weights[0])
+    for argv in (["--seed", "1"], ["--seed", "1", "--check", "--out", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            tool.main(argv)
+        assert "--seed 1 trains another model than the shipped one" in capsys.readouterr().err

@@ -213,3 +213,31 @@ def test_corpus_scores_use_every_reference():
     assert single["bleu"] < 100.0
     with pytest.raises(ValueError, match="2 hypotheses and 1 reference lists"):
         corpus_scores(["a", "b"], [["a"]])
+
+
+# What chapter 14's prose reads off its printed alignments and its table of examples. (The chapter
+# prints them; these pins keep the text true when the shipped model is retrained.)
+READ_OFF = {  # the alignment lines the text quotes, as the cell prints them
+    "I am unable to finish my homework.": "作←homework</w> 业←homework</w> 。←.</w> </s>←.</w>",
+    "I've lost my watch.": "手←watch</w> 表←watch</w>",
+    "Is that black bag yours?": "袋←bag</w> 子←bag</w>",
+    "What's the answer to my question?": "什←What</w>",
+    "May I use your toilet?": "玩←to 具←to",
+}
+TABLE_WORDS = {95: "别担心。", 114: "检查", 62: "两次", 74: "拿", 8: "玩具", 90: "职位"}
+
+
+def test_chapter_14_text_reads_what_its_cells_print(runs):
+    from notebooks import BOOK, cells, output_text, source
+
+    chapter = BOOK / "14_translating.ipynb"
+    printed = [output_text(cell) for cell in cells(chapter, "code") if "peaks = last_layer[s]" in source(cell)]
+    assert len(printed) == 1
+    lines = printed[0].splitlines()
+    for sentence, pairs in READ_OFF.items():
+        aligned = set(lines[lines.index(sentence) + 1].split())
+        assert set(pairs.split()) <= aligned, (sentence, pairs)
+    beam = runs["runs"][runs["settings"]["shipped"]]["test"]["shipped beam"]
+    for number, words in TABLE_WORDS.items():
+        assert words in beam[number], (number, beam[number])
+    assert "过去" not in beam[95]  # "the past is gone"

@@ -3,6 +3,7 @@
     python tools/train_translator.py           # train, write the files (about 15 minutes)
     python tools/train_translator.py --check   # train again; fail unless identical
     python tools/train_translator.py --device cuda --out /tmp/run   # a GPU run, elsewhere
+    python tools/train_translator.py --seed 1 --out /tmp/seed1       # another seed, elsewhere
 
 It learns the byte-pair merges on the English side of the Tatoeba training split
 (``learn_bpe``, chapter 13), then trains two models with chapter 14's ``train_translator``
@@ -65,8 +66,12 @@ SHIPPED_RUN = "smoothing 0.1"
 BEAM = dict(beam_size=4, alpha=0.6)  # the paper's
 
 
-def train_run(name: str, smoothing: float, merges: list, device: str) -> dict:
-    """One model: train, average, translate the test set. Runs in its own process."""
+def train_run(name: str, smoothing: float, merges: list, device: str,
+              seed: int | None = None) -> dict:
+    """One model: train, average, translate the test set. Runs in its own process.
+
+    ``seed`` replaces the recipe's (``TRANSLATION_TRAINING["seed"]``: the shipped model's):
+    the initial weights and the order of the batches."""
     torch.set_num_threads(1)
     started = time.perf_counter()
     train, dev, test = (tatoeba_split(split) for split in ("train", "dev", "test"))
@@ -81,9 +86,8 @@ def train_run(name: str, smoothing: float, merges: list, device: str) -> dict:
             "dev_chrf": scores["chrf"],
         }
 
-    averaged, last, history = train_recipe(
-        train, merges, device=device, on_epoch=on_epoch, smoothing=smoothing
-    )
+    changes = {"smoothing": smoothing} if seed is None else {"smoothing": smoothing, "seed": seed}
+    averaged, last, history = train_recipe(train, merges, device=device, on_epoch=on_epoch, **changes)
     trained_seconds = time.perf_counter() - started
     averaged.model.cpu()
     last.model.cpu()
@@ -105,15 +109,15 @@ def train_run(name: str, smoothing: float, merges: list, device: str) -> dict:
     return result
 
 
-def train_all(device: str) -> tuple[list, dict, dict]:
-    """(the merges, the shipped model's saved state, the runs' record)."""
+def train_all(device: str, seed: int | None = None) -> tuple[list, dict, dict]:
+    """(the merges, the shipped model's saved state, the runs' record); ``seed``: see train_run."""
     started = time.perf_counter()
     train = tatoeba_split("train")
     english = [sentence for sentence, _ in train]
     merges = learn_bpe(english, translation.TRANSLATION_TRAINING["num_merges"])
     bpe_seconds = time.perf_counter() - started
     print(f"learned {len(merges)} merges in {bpe_seconds:.0f} s", flush=True)
-    jobs = [(name, smoothing, merges, device) for name, smoothing in SMOOTHING_RUNS.items()]
+    jobs = [(name, smoothing, merges, device, seed) for name, smoothing in SMOOTHING_RUNS.items()]
     if device == "cpu":  # two processes, one thread each: the 2-core machine's best
         with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
             results = pool.starmap(train_run, jobs)
@@ -130,7 +134,8 @@ def train_all(device: str) -> tuple[list, dict, dict]:
     record = {
         "settings": {
             "config": translation.TRANSLATION_CONFIG,
-            "training": translation.TRANSLATION_TRAINING,
+            "training": translation.TRANSLATION_TRAINING
+            if seed is None else {**translation.TRANSLATION_TRAINING, "seed": seed},
             "smoothing": SMOOTHING_RUNS,
             "beam": BEAM,
             "shipped": SHIPPED_RUN,
@@ -201,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, help="write all three files here instead of the package"
     )
+    parser.add_argument("--seed", type=int, help="another seed than the shipped model's (needs --out)")
     args = parser.parse_args(argv)
-    merges, saved, record = train_all(args.device)
+    if args.seed is not None and (args.check or not args.out):
+        parser.error(f"--seed {args.seed} trains another model than the shipped one: give --out "
+                     "(and no --check)")
+    merges, saved, record = train_all(args.device, args.seed)
     print(json.dumps(record["timing_seconds"], indent=1))
     if not args.check:
         weights_dir, data_dir = (args.out, args.out) if args.out else (WEIGHTS_DIR, DATA_DIR)

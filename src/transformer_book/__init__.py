@@ -89,7 +89,7 @@ from transformer_book.numerals import (
     trained_numbers_model,
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
-from transformer_book.poems import CharVocabulary, poem_split, read_poems
+from transformer_book.poems import CharVocabulary, poem_split, read_poems, twin_poems
 from transformer_book.poet import (
     POET_CONFIG,
     POET_TRAINING,
@@ -110,7 +110,7 @@ from transformer_book.subwords import (
     learn_bpe,
     read_merges,
 )
-from transformer_book.tatoeba import read_pairs, tatoeba_split
+from transformer_book.tatoeba import english_keys, read_pairs, tatoeba_split, twin_groups
 from transformer_book.training import (
     DATES_CONFIG,
     DATES_TRAINING,
@@ -181,6 +181,7 @@ __all__ = [
     "corpus_scores",
     "english_vocabulary",
     "english_words",
+    "english_keys",
     "exact_match_accuracy",
     "gpt_from_hf",
     "greedy_decode",
@@ -224,5 +225,7 @@ __all__ = [
     "trained_dates_model",
     "trained_numbers_model",
     "training_spread",
+    "twin_groups",
+    "twin_poems",
     "warmup_rate",
 ]

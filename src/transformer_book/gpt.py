@@ -36,7 +36,7 @@ def check_positive_int(name: str, value) -> None:
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """The size of a decoder-only model and the four choices GPT-2 made after 2017."""
+    """The size of a decoder-only model and the choices GPT-1 and GPT-2 made."""
 
     vocab_size: int
     max_len: int = 64
@@ -46,9 +46,9 @@ class GPTConfig:
     d_ff: int | None = None  # None: 4 * d_model
     dropout: float = 0.0
     norm_first: bool = True  # pre-norm with a final norm (2017: post-norm)
-    activation: str = "gelu_tanh"  # 2017: "relu"
-    learned_positions: bool = True  # 2017: the sinusoid table
-    tie_embeddings: bool = True  # output layer = token embedding, transposed
+    activation: str = "gelu_tanh"  # 2017: "relu" (GELU: GPT-1)
+    learned_positions: bool = True  # 2017: the sinusoid table (learned: GPT-1)
+    tie_embeddings: bool = True  # output = token embedding, transposed (as in 2017)
     eps: float = 1e-5
 
     def __post_init__(self):
@@ -250,7 +250,7 @@ def _config_from_hf(theirs) -> GPTConfig:
         "scale_attn_weights": (c.scale_attn_weights, True),
         "scale_attn_by_inverse_layer_idx": (c.scale_attn_by_inverse_layer_idx, False),
         "add_cross_attention": (getattr(c, "add_cross_attention", False), False),
-    })  # fmt: skip
+    })
     if c.activation_function not in HF_ACTIVATIONS:
         raise ValueError(
             f"GPT2Config.activation_function={c.activation_function!r} is not one of "
@@ -286,7 +286,12 @@ def hf_parameter_pairs(
     """
     d = ours.config.d_model
     h = theirs.transformer
-    same = lambda t: t  # noqa: E731
+    def same(t):
+        return t
+
+    def transposed(t):
+        return t.T
+
 
     def part(i):
         return lambda t: (
@@ -309,7 +314,6 @@ def hf_parameter_pairs(
                 pairs.append(
                     (name, getattr(getattr(attention, proj), kind), theirs_t, part(i))
                 )
-        transposed = lambda t: t.T  # noqa: E731
         for mine_linear, their_conv, name in (
             (attention.output_proj, block.attn.c_proj, "self_attn.output_proj"),
             (ffn.expand, block.mlp.c_fc, "feed_forward.expand"),

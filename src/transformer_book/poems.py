@@ -1,8 +1,9 @@
 # This file is generated from book/15_writing_poems.ipynb by tools/export_package.py. Do not edit it by hand:
 # change the chapter, re-execute it, and run `python tools/export_package.py`.
 
-"""Tang poems (chapter 15): the regulated five-character poems shipped with the package,
-their fixed split by poem into train and held-out, and a character vocabulary."""
+"""Tang poems (chapter 15): five-character poems of four or eight verses shipped with
+the package, their fixed split into train and held-out (near-twins on one side), and a
+character vocabulary."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import functools
 import lzma
 import random
 import re
+from collections import Counter
 from importlib.resources import files
 from pathlib import Path
 
@@ -19,7 +21,7 @@ DATA_FILE = (
     "tang_poems.txt.xz"  # in transformer_book/data/, with its README and LICENSE
 )
 SPLIT_SEED = 0
-HELD_OUT = 1000  # distinct poems; "train" has the rest
+HELD_OUT = 1000  # distinct poems, whole groups of near-twins; "train" has the rest
 # One poem: verses of five characters, each closed by ， or 。 (59 verses by ？)
 POEM = re.compile(r"(?:[^，。？\s]{5}[，。？])+")
 
@@ -50,23 +52,85 @@ def read_poems(path: str | Path | None = None) -> list[str]:
     return poems
 
 
+def split_verses(poem: str) -> list[str]:
+    """A poem's verses, five characters each, without their marks."""
+    return re.findall(r"[^，。？]{5}", poem)
+
+
+def verse_keys(verse: str) -> list[str]:
+    """The verse, and the verse with each of its characters in turn replaced by *.
+
+    Two verses that differ in at most one character (an edition's variant: 凤凰 and
+    凤皇, 常时 and 当时) share a key.
+    """
+    return [verse] + [verse[:i] + "*" + verse[i + 1 :] for i in range(len(verse))]
+
+
 @functools.cache
-def _distinct_poems() -> tuple[str, ...]:
-    return tuple(sorted(set(read_poems())))
+def twin_poems() -> tuple[tuple[str, ...], ...]:
+    """The distinct poems in groups of near-twins (each group and the groups sorted).
+
+    Two poems are twins when at least half the verses of the shorter one have a
+    verse in the other that differs in at most one character: two editions of one
+    poem, or a quatrain taken from a longer poem. A twin of a twin joins the group.
+    """
+    poems = sorted(set(read_poems()))
+    with_key: dict[str, set[int]] = {}  # a verse key -> the poems that have it
+    for index, poem in enumerate(poems):
+        for verse in split_verses(poem):
+            for key in verse_keys(verse):
+                with_key.setdefault(key, set()).add(index)
+    parent = list(range(len(poems)))  # union-find
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            index = parent[index]
+        return index
+
+    for index, poem in enumerate(poems):
+        own = set(split_verses(poem))
+        shared = Counter()  # another poem -> how many of our verses it has
+        for verse in own:
+            found = set().union(*(with_key[key] for key in verse_keys(verse)))
+            shared.update(found - {index})
+        for other, count in shared.items():
+            if 2 * count >= min(len(own), len(set(split_verses(poems[other])))):
+                one, two = root(index), root(other)
+                parent[max(one, two)] = min(one, two)
+    groups: dict[int, list[str]] = {}
+    for index, poem in enumerate(poems):
+        groups.setdefault(root(index), []).append(poem)
+    return tuple(sorted(tuple(group) for group in groups.values()))
 
 
-def poem_split(name: str) -> list[str]:
+@functools.cache
+def _split_poems(by: str) -> dict[str, tuple[str, ...]]:
+    if by == "poem":  # each distinct poem on its own
+        groups = [(poem,) for poem in sorted(set(read_poems()))]
+    else:
+        groups = list(twin_poems())
+    random.Random(SPLIT_SEED).shuffle(groups)
+    chosen: dict[str, list[str]] = {"held-out": [], "train": []}
+    for group in groups:  # held out up to 1,000 poems (a group that overflows trains)
+        fits = len(chosen["held-out"]) + len(group) <= HELD_OUT
+        chosen["held-out" if fits else "train"].extend(group)
+    return {name: tuple(poems) for name, poems in chosen.items()}
+
+
+def poem_split(name: str, by: str = "poem") -> list[str]:
     """The "train" or "held-out" poems.
 
-    The split is by poem: a poem that occurs twice in the file is one poem, on one
-    side. The distinct poems are sorted, shuffled once with ``SPLIT_SEED``; the first
-    1,000 are held out.
+    ``by="poem"`` (the split the shipped poet was trained on): a poem that occurs
+    twice in the file is one poem, on one side. ``by="meaning"``: so are its
+    near-twins (``twin_poems``), poems that share half their verses up to a variant
+    character. The poems (or groups) are shuffled once with ``SPLIT_SEED`` and taken
+    in turn into the held-out set up to 1,000 poems; the rest is for training.
     """
     if name not in ("train", "held-out"):
         raise ValueError(f'split must be "train" or "held-out"; got {name!r}')
-    poems = list(_distinct_poems())
-    random.Random(SPLIT_SEED).shuffle(poems)
-    return poems[:HELD_OUT] if name == "held-out" else poems[HELD_OUT:]
+    if by not in ("poem", "meaning"):
+        raise ValueError(f'by must be "poem" or "meaning"; got by={by!r}')
+    return list(_split_poems(by)[name])
 
 
 class CharVocabulary:

@@ -114,9 +114,10 @@ class Poet:
         """Write a poem that starts with ``prompt``, sampled token by token.
 
         A poem that starts with ``prompt`` (e.g. a first verse), sampled with the
-        key/value cache; with ``acrostic``, a 藏头诗 whose verses open with the
-        prompt's characters, in order, one verse each (where a verse starts, the
-        other tokens' logits are set to -inf)."""
+        key/value cache (the nucleus of ``top_p`` first, then its ``top_k`` best:
+        the reverse of Hugging Face's order); with ``acrostic``, a 藏头诗 whose
+        verses open with the prompt's characters, in order, one verse each (where a
+        verse starts, the other tokens' logits are set to -inf)."""
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         if not _is_number(temperature) or not temperature >= 0:
@@ -142,7 +143,7 @@ class Poet:
         )
         model = self.model.eval()
         device = next(model.parameters()).device
-        # drawn on the CPU: a seed writes the same poem on every device
+        # drawn on the CPU: a seed draws the same random numbers on every device
         generator = torch.Generator().manual_seed(seed)
         caches, offset = model.new_caches(), 0
         feed = ids

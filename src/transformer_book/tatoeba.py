@@ -7,8 +7,11 @@ their fixed split into train, dev and test (chapter 13)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import lzma
 import random
+import re
+import unicodedata
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -66,26 +69,110 @@ def _translations() -> dict[str, tuple[str, ...]]:
     return {english: tuple(chinese) for english, chinese in grouped.items()}
 
 
-def tatoeba_split(name: str) -> list[tuple[str, list[str]]]:
+# Contractions written out, so that "I've" and "I have" get the same key. The
+# ambiguous ones ('d: would or had; 's: is, has or a possessive) give one reading each.
+CONTRACTIONS = [
+    (r"\bwon't\b", ["will not"]),
+    (r"\bcan't\b", ["can not"]),
+    (r"\bshan't\b", ["shall not"]),
+    (r"\blet's\b", ["let us"]),
+    (r"n't\b", [" not"]),
+    (r"'re\b", [" are"]),
+    (r"'m\b", [" am"]),
+    (r"'ll\b", [" will"]),
+    (r"'ve\b", [" have"]),
+    (r"'d\b", [" would", " had"]),
+    (r"'s\b", [" is", " has", "s"]),
+]
+
+
+def bare(text: str) -> str:
+    """Text in NFKC, lower case, with everything but letters and digits removed."""
+    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text).lower())
+
+
+def english_keys(sentence: str) -> set[str]:
+    """The normalised forms of an English sentence, one per reading of its contractions.
+
+    "I've lost my watch." -> {"ihavelostmywatch"}: case, punctuation and spaces do not
+    count, and contractions are written out.
+    """
+    readings = [unicodedata.normalize("NFKC", sentence).lower().replace("\u2019", "'")]
+    for pattern, expansions in CONTRACTIONS:
+        expanded = []
+        for text in readings:
+            first, *rest = re.split(pattern, text)
+            for choice in itertools.product(expansions, repeat=len(rest)):
+                pieces = (word + piece for word, piece in zip(choice, rest))
+                expanded.append(first + "".join(pieces))
+        readings = expanded
+    return {bare(text) for text in readings}
+
+
+@functools.cache
+def twin_groups() -> tuple[tuple[str, ...], ...]:
+    """The English sentences in groups of near-twins (each group and the groups sorted).
+
+    Two sentences are twins when they share a normalised form (``english_keys``) or a
+    translation that is the same once ``bare``; a twin of a twin joins the group.
+    """
+    translations = _translations()
+    parent = {english: english for english in translations}  # union-find
+
+    def root(english: str) -> str:
+        while parent[english] != english:
+            english = parent[english]
+        return english
+
+    first_with: dict[tuple[str, str], str] = {}  # a key -> the first sentence with it
+    for english in sorted(translations):
+        keys = {("en", key) for key in english_keys(english)}
+        keys |= {("zh", bare(chinese)) for chinese in translations[english]}
+        for key in sorted(keys):
+            one, other = root(first_with.setdefault(key, english)), root(english)
+            parent[max(one, other)] = min(one, other)
+    groups: dict[str, list[str]] = {}
+    for english in sorted(translations):
+        groups.setdefault(root(english), []).append(english)
+    return tuple(sorted(tuple(group) for group in groups.values()))
+
+
+@functools.cache
+def _split_sentences(by: str) -> dict[str, tuple[str, ...]]:
+    if by == "sentence":  # each English sentence on its own
+        groups = [(english,) for english in sorted(_translations())]
+    else:
+        groups = list(twin_groups())
+    random.Random(SPLIT_SEED).shuffle(groups)
+    chosen: dict[str, list[str]] = {"test": [], "dev": [], "train": []}
+    for group in groups:  # test, then dev, filled to their sizes; the rest is train
+        for name in ("test", "dev", "train"):
+            if name == "train" or len(chosen[name]) + len(group) <= SPLIT_SIZES[name]:
+                chosen[name].extend(group)
+                break
+    return {name: tuple(sentences) for name, sentences in chosen.items()}
+
+
+def tatoeba_split(name: str, by: str = "sentence") -> list[tuple[str, list[str]]]:
     """Load the "train", "dev" or "test" split of the Tatoeba pairs.
 
     (English sentence, [its Chinese translations]) for the "train", "dev" or "test"
     split.
 
-    The split is by English sentence: all translations of one sentence fall on one
-    side, so no test sentence was seen in training. The sentences are shuffled once
-    with ``SPLIT_SEED``; the first 1,000 are the test set, the next 500 the dev set.
+    ``by="sentence"`` (the split the shipped translator was trained on): all
+    translations of one English sentence fall on one side. ``by="meaning"``: so do
+    its near-twins (``twin_groups``), the sentences that differ from it only by
+    case, punctuation, spacing or a contraction, or share a translation with it.
+    The sentences (or groups) are shuffled once with ``SPLIT_SEED``; the test set
+    takes them in that order up to 1,000 sentences (a group that would overflow
+    goes on), then the dev set up to 500, and the train set has the rest.
     """
     if name not in ("train", "dev", "test"):
         raise ValueError(f'split must be "train", "dev" or "test"; got {name!r}')
+    if by not in ("sentence", "meaning"):
+        raise ValueError(f'by must be "sentence" or "meaning"; got by={by!r}')
     translations = _translations()
-    english = sorted(translations)
-    random.Random(SPLIT_SEED).shuffle(english)
-    test_end = SPLIT_SIZES["test"]
-    dev_end = test_end + SPLIT_SIZES["dev"]
-    chosen = {
-        "test": english[:test_end],
-        "dev": english[test_end:dev_end],
-        "train": english[dev_end:],
-    }[name]
-    return [(sentence, list(translations[sentence])) for sentence in chosen]
+    return [
+        (sentence, list(translations[sentence]))
+        for sentence in _split_sentences(by)[name]
+    ]

@@ -32,7 +32,7 @@ TRANSLATION_CONFIG = dict(
 TRANSLATION_TRAINING = dict(
     num_merges=2000, epochs=16, max_tokens=1500, warmup_steps=1000, smoothing=0.1,
     seed=0, keep_last=5,
-)  # fmt: skip
+)
 
 
 class Translator:
@@ -146,12 +146,12 @@ class Translator:
                 tokens = greedy_decode(
                     self.model, source, source_mask, vocab.start_id, max_new,
                     vocab.end_id,
-                )  # fmt: skip
+                )
             else:
                 tokens, _ = beam_search(
                     self.model, source, source_mask, vocab.start_id, max_new,
                     beam_size, vocab.end_id, alpha,
-                )  # fmt: skip
+                )
             translations += ["".join(vocab.decode(row)) for row in tokens.cpu()]
         return translations
 
@@ -224,7 +224,7 @@ def train_translator(
             checkpoints.append(
                 {name: value.detach().cpu().clone() for name, value in
                  model.state_dict().items()}
-            )  # fmt: skip
+            )
         if on_epoch is not None:
             record |= on_epoch(epoch, translator)
             model.train()
@@ -316,7 +316,7 @@ def translator_state(translator: Translator, dtype=torch.float16) -> dict:
         "state_dict": {
             name: value.detach().cpu().to(dtype) if value.is_floating_point() else
             value.detach().cpu() for name, value in model.state_dict().items()
-        },  # fmt: skip
+        },
     }
 
 
