@@ -148,7 +148,7 @@ class GPT(nn.Module):
         GPT-2's initialisation: normal(0, 0.02) weights, zero biases, and the
         projections that add into the residual stream scaled by 1/sqrt(2 * layers)."""
         for name, parameter in self.named_parameters():
-            if name.endswith("bias") or name.endswith("beta"):
+            if name.endswith(("bias", "beta")):
                 nn.init.zeros_(parameter)
             elif name.endswith("gamma"):
                 nn.init.ones_(parameter)

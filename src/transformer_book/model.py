@@ -21,7 +21,7 @@ from transformer_book.encoder import (
     load_torch_encoder_layer,
 )
 from transformer_book.generator import Generator
-from transformer_book.masking import padding_mask, subsequent_mask, target_mask
+from transformer_book.masking import padding_mask, target_mask
 from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm
 from transformer_book.positional import Embeddings, PositionalEncoding

@@ -148,7 +148,7 @@ class CharVocabulary:
         self.pad_id, self.boundary_id, self.unknown_id = 0, 1, 2
 
     @classmethod
-    def from_poems(cls, poems) -> "CharVocabulary":
+    def from_poems(cls, poems) -> CharVocabulary:
         return cls(set("".join(poems)))
 
     def __len__(self) -> int:

@@ -10,6 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from importlib.resources import files
+from itertools import pairwise
 from pathlib import Path
 
 import torch
@@ -36,7 +37,7 @@ def count_pairs(words: Counter) -> Counter:
     """How often each pair of adjacent symbols occurs, over words and their counts."""
     pairs = Counter()
     for symbols, count in words.items():
-        for pair in zip(symbols, symbols[1:]):
+        for pair in pairwise(symbols):  # (s0, s1), (s1, s2), ...
             pairs[pair] += count
     return pairs
 
@@ -90,7 +91,7 @@ class BytePairEncoding:
         if word not in self._cache:
             symbols = word_symbols(word)
             while len(symbols) > 1:
-                pairs = zip(symbols, symbols[1:])
+                pairs = pairwise(symbols)
                 best = min(pairs, key=lambda pair: self.rank.get(pair, len(self.rank)))
                 if best not in self.rank:
                     break
