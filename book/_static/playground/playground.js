@@ -1,15 +1,18 @@
-// The playground page (book/playground.md): reads the reader's input, runs the model of
-// transformer.js, and shows the decoded outputs, the probabilities of each step and every
-// attention map (page.js draws it).
-import * as TransformerBook from "./transformer.js";
+// The playground page (book/playground.md): reads the reader's input, has the model of
+// transformer.js run it in the page's Web Worker (worker.js), and shows the decoded outputs, the
+// probabilities of each step and every attention map (page.js draws it).
+import { topIds } from "./core.js";
 import {
-  drawAttentionMap, element, escapeHtml, here, megabytes, numberOptions, say as sayIn,
+  Cancelled, ModelWorker, debounce, nextTask, drawAttentionMap, element, escapeHtml, here, megabytes,
+  numberOptions, say as sayIn,
 } from "./page.js";
 
+const PAUSE_MS = 300; // typing: the model runs once the reader pauses this long
 const BEAM_SIZE = 4;
 const TOP_TOKENS = 3;
 const KINDS = ["encoder self-attention", "decoder self-attention", "decoder cross-attention"];
-const models = {}; // task name -> the promise of its loaded model
+const worker = new ModelWorker();
+const models = {}; // task name -> the promise of its loaded model's {meta}
 const sizes = {}; // task name -> bytes downloaded when it is chosen (weights and JSON)
 
 const shown = (token) => (token === " " ? "␣" : token); // a visible space
@@ -20,18 +23,24 @@ function say(text) {
   element("pg-results").hidden = Boolean(text);
 }
 
-// A task's model, loaded the first time it is chosen, with its progress on the page.
+const modelUrl = (name) => new URL(`${name}.json`, here).href;
+
+// A task's model, loaded in the worker the first time it is chosen, with its progress on the
+// page; {meta}.
 function model() {
   const name = element("pg-task").value;
   if (!models[name]) {
     const loading = element("pg-loading");
-    const progress = (loaded, total) => {
+    const progress = ({ loaded, total }) => {
       loading.hidden = false;
       loading.textContent =
         `Loading the model's weights: ${megabytes(loaded)} of ${megabytes(total)}…`;
     };
-    models[name] = TransformerBook.loadModel(new URL(`${name}.json`, here).href, progress)
+    loadingTasks++;
+    models[name] = worker
+      .request("loadTask", { url: modelUrl(name) }, progress)
       .finally(() => {
+        loadingTasks--;
         loading.hidden = true;
       })
       .catch((error) => {
@@ -45,10 +54,7 @@ function model() {
 // Per step: the token chosen and the TOP_TOKENS most probable, with their probabilities.
 function stepsTable(loaded, tokens, steps) {
   const rows = steps.map((step, index) => {
-    const order = Array.from(step.logProbs.keys()).sort(
-      (a, b) => step.logProbs[b] - step.logProbs[a],
-    );
-    const cells = order.slice(0, TOP_TOKENS).map((id) => {
+    const cells = topIds(step.logProbs, TOP_TOKENS).map((id) => {
       const percent = 100 * Math.exp(step.logProbs[id]);
       const chosen = id === tokens[index + 1] ? " pg-chosen" : "";
       return (
@@ -70,15 +76,10 @@ function stepsTable(loaded, tokens, steps) {
   );
 }
 
-// Tokens up to and including the first end token (a finished beam is padded with it).
-function untilEnd(tokens, endId) {
-  const end = tokens.indexOf(endId, 1);
-  return end === -1 ? tokens : tokens.slice(0, end + 1);
-}
-
-function showOutput(id, loaded, tokens, steps, score) {
+// One output (greedy or beam: the worker's {tokens, text, steps}) with its probabilities.
+function showOutput(id, loaded, { tokens, text, steps }, score) {
   const total = steps.reduce((sum, step, index) => sum + step.logProbs[tokens[index + 1]], 0);
-  element(`${id}-text`).textContent = TransformerBook.decodeTokens(loaded, tokens) || "(empty)";
+  element(`${id}-text`).textContent = text || "(empty)";
   element(`${id}-score`).textContent =
     `log-probability ${(score ?? total).toFixed(3)} ` +
     `(p = ${(100 * Math.exp(score ?? total)).toFixed(1)}%)`;
@@ -135,13 +136,13 @@ function describe(loaded) {
 }
 
 // The attention map picked with the controls, as a tidy table: one row per (query, key) cell.
-function attentionRows(loaded, sourceText, tokens, attention) {
+function attentionRows(loaded, sourcePieces, tokens, attention) {
   const kind = KINDS[Number(element("pg-kind").value)];
   const layer = Number(element("pg-layer").value);
   const head = Number(element("pg-head").value);
   const weights = attention[kind][layer][head]; // (queries, keys)
   const target = loaded.meta.target_tokens;
-  const sourceLabels = TransformerBook.splitText(loaded, sourceText).map(
+  const sourceLabels = sourcePieces.map(
     (piece, i) => `${i}: ${shown(piece)}`,
   );
   // Decoder position i reads tokens[i] and predicts tokens[i + 1].
@@ -176,55 +177,80 @@ function drawAttention({ rows, title }, text) {
 }
 
 let last = null; // the latest decoding, redrawn when only the attention controls change
+let running = 0; // the number of the latest translation: an older one's result is dropped
+let translating = false; // a translation is in the worker
+let loadingTasks = 0; // models being loaded in the worker (never cancelled by typing)
+
+// Shows that a translation is running (and can be stopped), or not; or what stopped it.
+function busy(on, said = "") {
+  translating = on;
+  element("pg-stop").hidden = !on;
+  sayIn("pg-working", on ? "Translating…" : said);
+}
 
 async function update() {
+  const number = ++running;
+  // An older translation is stopped, not waited for (unless a model is loading beside it).
+  if (translating && !loadingTasks) worker.cancel();
   let loaded;
   try {
     loaded = await model();
   } catch (error) {
-    say(`could not load the model (${error.message}); serve the book over http`);
+    if (!(error instanceof Cancelled)) {
+      say(`could not load the model (${error.message}); serve the book over http`);
+    }
     return;
   }
+  if (number !== running) return;
   const text = element("pg-input").value;
-  const encoded = TransformerBook.encodeText(loaded, text);
-  if (encoded.error) {
-    say(encoded.error);
+  const app = element("pg-app");
+  app.dataset.translations = String(Number(app.dataset.translations || 0) + 1);
+  busy(true);
+  let result;
+  try {
+    result = await worker.request("translate", {
+      url: modelUrl(element("pg-task").value), text, beamSize: BEAM_SIZE,
+    });
+  } catch (error) {
+    if (number === running) {
+      busy(false);
+      if (!(error instanceof Cancelled)) say(`the model failed: ${error.message}`);
+    }
+    return;
+  }
+  if (number !== running) return; // the reader has typed on
+  busy(false);
+  if (result.error) {
+    say(result.error);
     return;
   }
   say("");
   const notice = element("pg-notice");
-  notice.hidden = !encoded.unknown?.length;
-  if (encoded.unknown?.length) {
-    const pieces = encoded.unknown.map((piece) => JSON.stringify(piece)).join(", ");
+  notice.hidden = !result.unknown.length;
+  if (result.unknown.length) {
+    const pieces = result.unknown.map((piece) => JSON.stringify(piece)).join(", ");
     notice.textContent = `Read as <unk>, unknown to the English vocabulary: ${pieces}.`;
   }
-  const limit = TransformerBook.maxNewTokens(loaded, encoded.ids.length);
-  const alpha = loaded.meta.length_penalty ?? 0;
-  let started = performance.now();
-  const greedy = TransformerBook.greedyDecode(loaded, encoded.ids, limit);
-  const decodeMs = performance.now() - started;
-  started = performance.now();
-  const beam = TransformerBook.beamSearch(loaded, encoded.ids, limit, BEAM_SIZE, alpha);
-  const beamMs = performance.now() - started;
-  const beamTokens = untilEnd(beam.tokens, loaded.meta.end_id);
-  const beamSteps = TransformerBook.inspect(loaded, encoded.ids, beamTokens).steps;
-  showOutput("pg-greedy", loaded, greedy.tokens, greedy.steps, null);
-  showOutput("pg-beam", loaded, beamTokens, beamSteps, beam.score);
+  showOutput("pg-greedy", loaded, result.greedy, null);
+  showOutput("pg-beam", loaded, result.beam, result.beam.score);
   showAnswer(loaded, text, [
-    ["greedy decoding", TransformerBook.decodeTokens(loaded, greedy.tokens)],
-    ["beam search", TransformerBook.decodeTokens(loaded, beamTokens)],
+    ["greedy decoding", result.greedy.text],
+    ["beam search", result.beam.text],
   ]);
   element("pg-timing").textContent =
-    `In this browser, greedy decoding took ${decodeMs.toFixed(1)} ms and beam search ` +
-    `${beamMs.toFixed(1)} ms.`;
+    `In this browser, greedy decoding took ${result.greedyMs.toFixed(1)} ms and beam search ` +
+    `${result.beamMs.toFixed(1)} ms.`;
   last = {
     loaded,
     text,
-    tokens: greedy.tokens,
-    ...TransformerBook.inspect(loaded, encoded.ids, greedy.tokens),
+    sourcePieces: result.sourcePieces,
+    tokens: result.greedy.tokens,
+    attention: result.greedy.attention,
   };
   fillControls(loaded);
-  drawAttention(attentionRows(loaded, text, last.tokens, last.attention), text);
+  await nextTask(); // the outputs show before the chart is drawn, in a task of its own
+  if (number !== running) return;
+  drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention), text);
 }
 
 function fillControls(loaded) {
@@ -244,15 +270,17 @@ function fillControls(loaded) {
 function redrawAttention() {
   if (last && !element("pg-results").hidden) {
     drawAttention(
-      attentionRows(last.loaded, last.text, last.tokens, last.attention),
+      attentionRows(last.loaded, last.sourcePieces, last.tokens, last.attention),
       last.text,
     );
   }
 }
 
 async function chooseTask() {
+  const task = element("pg-task").value;
   try {
     const loaded = await model();
+    if (element("pg-task").value !== task) return; // another task was chosen meanwhile
     const examples = loaded.meta.examples;
     element("pg-input").value = examples[0];
     // Input longer than max_source_len is refused with a message naming the limit; the box
@@ -288,7 +316,9 @@ async function chooseTask() {
       (meta.length_penalty ? `, length penalty α = ${meta.length_penalty})` : ")");
     element("pg-about").textContent = describe(loaded);
   } catch (error) {
-    say(`could not load the model (${error.message}); serve the book over http`);
+    if (!(error instanceof Cancelled)) {
+      say(`could not load the model (${error.message}); serve the book over http`);
+    }
     return;
   }
   await update();
@@ -310,10 +340,11 @@ async function start() {
       return `<option value="${task.name}">${escapeHtml(title)}</option>`;
     })
     .join("");
-  let timer = null;
-  element("pg-input").addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(update, 40); // redraw as the reader types, once per pause
+  element("pg-input").addEventListener("input", debounce(update, PAUSE_MS));
+  element("pg-stop").addEventListener("click", () => {
+    running++; // what the stopped translation would have shown is dropped
+    worker.cancel();
+    busy(false, "Stopped: change the input to translate again.");
   });
   element("pg-task").addEventListener("change", chooseTask);
   for (const id of ["pg-kind", "pg-layer", "pg-head"]) {
@@ -328,10 +359,7 @@ async function start() {
       update();
     }
   });
-  window.addEventListener("resize", () => {
-    clearTimeout(timer);
-    timer = setTimeout(redrawAttention, 150);
-  });
+  window.addEventListener("resize", debounce(redrawAttention, 150));
   await chooseTask();
 }
 

@@ -1,13 +1,19 @@
-// The poem page (book/playground_poems.md): loads the poet when the reader asks, writes a poem
-// with gpt.js one character at a time, and draws the attention map of the layer and head chosen
-// over the written poem (page.js draws it).
+// The poem page (book/playground_poems.md): loads the poet when the reader asks, has gpt.js
+// write a poem one character at a time in the page's Web Worker (worker.js), and draws the
+// attention map of the layer and head chosen over the written poem (page.js draws it).
 import * as PoetGPT from "./gpt.js";
-import { drawAttentionMap, element, here, megabytes, numberOptions, say as sayIn } from "./page.js";
+import {
+  Cancelled, ModelWorker, debounce, drawAttentionMap, element, here, megabytes, numberOptions,
+  say as sayIn,
+} from "./page.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
-let model = null;
+const worker = new ModelWorker();
+const poetUrl = new URL("poet.json", here).href;
+let model = null; // {meta, ids}: what the page needs of the poet (the weights are in the worker)
 let loading = null;
 let writing = 0; // the number of the latest poem: an older one stops when a new one starts
+let stopped = 0; // the number of the poem the reader stopped
 let last = null; // the latest finished poem's ids, for the attention controls
 
 const say = (text) => sayIn("poet-message", text);
@@ -20,11 +26,14 @@ async function load() {
   button.disabled = true;
   progress.hidden = false;
   status.textContent = "loading…";
-  loading = PoetGPT.loadPoet(new URL("poet.json", here).href, (received, total) => {
+  const shown = ({ loaded: received, total }) => {
     progress.value = received / total;
     status.textContent = `${megabytes(received)} of ${megabytes(total)}`;
-  })
-    .then((loaded) => {
+  };
+  loading = worker
+    .request("loadPoet", { url: poetUrl }, shown)
+    .then(({ meta }) => {
+      const loaded = { meta, ids: new Map(meta.tokens.map((token, id) => [token, id])) };
       model = loaded;
       const { bytes } = loaded.meta.weights;
       const characters = (loaded.meta.tokens.length - 3).toLocaleString("en");
@@ -116,23 +125,39 @@ async function write() {
   poem.dataset.done = "";
   poem.textContent = "";
   element("poet-timing").textContent = "";
-  const steps = PoetGPT.writeSteps(model, chosen.prompt, chosen);
-  let computing = 0;
+  // The worker writes the poem; its characters are shown one every DELAY_MS as they come.
+  const queue = [];
+  const options = { temperature: chosen.temperature, topP: chosen.topP, seed: chosen.seed,
+    acrostic: chosen.acrostic };
+  if (worker.busy) worker.cancel(); // an older poem still being written
+  element("poet-stop").hidden = false;
+  const job = worker.request("write", { url: poetUrl, prompt: chosen.prompt, options },
+    ({ ids }) => queue.push(ids));
+  let finished = null;
+  job.then((result) => (finished = result), (error) => (finished = { stopped: true, error }));
   let written = 0;
-  let ids = null;
-  for (;;) {
-    const started = performance.now();
-    const { done, value } = steps.next();
-    computing += performance.now() - started;
-    if (done) {
-      ids = value;
-      break;
+  while (finished === null || queue.length) {
+    if (queue.length) {
+      written++;
+      poem.textContent = asLines(PoetGPT.decode(model, queue.shift()));
     }
-    written++;
-    poem.textContent = asLines(PoetGPT.decode(model, value.ids));
     await new Promise((resolve) => setTimeout(resolve, DELAY_MS));
     if (number !== writing) return; // a newer poem has started
+    if (stopped === number) {
+      finished = { stopped: true };
+      break;
+    }
   }
+  element("poet-stop").hidden = true;
+  if (finished.stopped) {
+    if (finished.error && !(finished.error instanceof Cancelled)) {
+      say(`the poet failed: ${finished.error.message}`);
+    }
+    poem.dataset.done = "stopped";
+    element("poet-timing").textContent = `Stopped after ${written} characters.`;
+    return;
+  }
+  const { ids, computingMs: computing } = finished;
   const text = PoetGPT.decode(model, ids);
   poem.textContent = asLines(text);
   poem.dataset.text = text;
@@ -151,13 +176,26 @@ async function write() {
   drawAttention();
 }
 
-// The attention map chosen, over the written poem: one pass without the cache.
-function drawAttention() {
+// Every attention map over the written poem (one pass without the cache, in the worker), kept
+// for the poem; then the one chosen is drawn.
+let maps = null; // {ids, attention: [layer][head] (queries, keys)}
+async function drawAttention() {
   if (!last || !model) return;
+  const ids = last;
+  if (maps?.ids !== ids) {
+    let attention;
+    try {
+      ({ attention } = await worker.request("poemAttention", { url: poetUrl, ids }));
+    } catch (error) {
+      if (!(error instanceof Cancelled)) say(`could not compute the attention: ${error.message}`);
+      return;
+    }
+    if (last !== ids) return; // a newer poem
+    maps = { ids, attention };
+  }
   const layer = Number(element("poet-layer").value);
   const head = Number(element("poet-head").value);
-  const { attention } = PoetGPT.forward(model, last, null, 0, true);
-  const weights = attention[layer][head]; // (queries, keys)
+  const weights = maps.attention[layer][head]; // (queries, keys)
   const tokens = model.meta.tokens;
   const labels = last.map((id, i) => `${i}: ${tokens[id]}`);
   const rows = [];
@@ -175,7 +213,6 @@ function drawAttention() {
     size,
     keyTitle: "key (read)",
     queryTitle: "query (writing the next character)",
-    verticalKeys: true,
   };
   const key = `${last.join(",")}|${layer}|${head}`; // the browser test waits on it
   drawAttentionMap(container, rows, options, () => ({ drawn: key }))
@@ -203,10 +240,10 @@ function start() {
   for (const id of ["poet-layer", "poet-head"]) {
     element(id).addEventListener("change", drawAttention);
   }
-  let timer = null;
-  window.addEventListener("resize", () => {
-    clearTimeout(timer);
-    timer = setTimeout(drawAttention, 150);
+  window.addEventListener("resize", debounce(drawAttention, 150));
+  element("poet-stop").addEventListener("click", () => {
+    stopped = writing;
+    worker.cancel();
   });
 }
 
