@@ -77,6 +77,18 @@ export function debounce(action, ms) {
   };
 }
 
+// --- The page's state in the URL's hash: a link opens the page in that state -----------------
+// "#task=translator&text=I+love+you&beam=4": the hash as URLSearchParams (empty without one).
+export const readHash = () => new URLSearchParams(location.hash.replace(/^#/, ""));
+
+// The hash set to `state` ({name: value}; null and undefined values left out), replacing the
+// history entry: the back button leaves the page, not each change of a control.
+export function writeHash(state) {
+  const entries = Object.entries(state).filter(([, value]) => value != null);
+  const hash = `#${new URLSearchParams(entries.map(([k, v]) => [k, String(v)])).toString()}`;
+  if (hash !== location.hash) history.replaceState(history.state, "", hash);
+}
+
 // A promise kept in a later task: the browser paints (and handles input) in between.
 export const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 

@@ -3,14 +3,15 @@
 // probabilities of each step and every attention map (page.js draws it).
 import { topIds } from "./core.js";
 import {
-  Cancelled, ModelWorker, debounce, nextTask, drawAttentionMap, element, escapeHtml, here, megabytes,
+  Cancelled, ModelWorker, debounce, nextTask, readHash, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
   numberOptions, say as sayIn,
 } from "./page.js";
 
 const PAUSE_MS = 300; // typing: the model runs once the reader pauses this long
-const BEAM_SIZE = 4;
 const TOP_TOKENS = 3;
 const KINDS = ["encoder self-attention", "decoder self-attention", "decoder cross-attention"];
+const KIND_NAMES = ["encoder", "decoder", "cross"]; // the attention map, as the hash names it
+let pending = null; // a state read from the hash, applied once its task's model is loaded
 const worker = new ModelWorker();
 const models = {}; // task name -> the promise of its loaded model's {meta}
 const sizes = {}; // task name -> bytes downloaded when it is chosen (weights and JSON)
@@ -202,6 +203,7 @@ async function update() {
     return;
   }
   if (number !== running) return;
+  saveState();
   const text = element("pg-input").value;
   const app = element("pg-app");
   app.dataset.translations = String(Number(app.dataset.translations || 0) + 1);
@@ -209,7 +211,7 @@ async function update() {
   let result;
   try {
     result = await worker.request("translate", {
-      url: modelUrl(element("pg-task").value), text, beamSize: BEAM_SIZE,
+      url: modelUrl(element("pg-task").value), text, beamSize: beamSize(),
     });
   } catch (error) {
     if (number === running) {
@@ -253,6 +255,40 @@ async function update() {
   drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention), text);
 }
 
+const beamSize = () => Number(element("pg-beam-size").value);
+
+// The page's state, written into the hash (a link to the page opens it so): the task, the
+// input, the beam size and the attention map shown.
+function saveState() {
+  writeHash({
+    task: element("pg-task").value,
+    text: element("pg-input").value,
+    beam: beamSize(),
+    attn: KIND_NAMES[Number(element("pg-kind").value)],
+    layer: element("pg-layer").value || null,
+    head: element("pg-head").value || null,
+  });
+}
+
+// A state read from the hash, for the controls it names (a value out of range is ignored).
+function setIfValid(id, value) {
+  const select = element(id);
+  if (value != null && [...select.options].some((option) => option.value === value)) {
+    select.value = value;
+    select.dataset.touched = "1";
+  }
+}
+
+function applyState(loaded, state) {
+  if (state.has("text")) element("pg-input").value = state.get("text");
+  setIfValid("pg-beam-size", state.get("beam"));
+  const kind = KIND_NAMES.indexOf(state.get("attn"));
+  if (kind !== -1) setIfValid("pg-kind", String(kind));
+  fillControls(loaded);
+  setIfValid("pg-layer", state.get("layer"));
+  setIfValid("pg-head", state.get("head"));
+}
+
 function fillControls(loaded) {
   const { num_layers, heads } = loaded.meta.config;
   for (const [id, count] of [
@@ -276,6 +312,12 @@ function redrawAttention() {
   }
 }
 
+function updateBeamTitle(meta) {
+  element("pg-beam-title").textContent =
+    `Beam search (${beamSize()} beams` +
+    (meta.length_penalty ? `, length penalty α = ${meta.length_penalty})` : ")");
+}
+
 async function chooseTask() {
   const task = element("pg-task").value;
   try {
@@ -283,6 +325,8 @@ async function chooseTask() {
     if (element("pg-task").value !== task) return; // another task was chosen meanwhile
     const examples = loaded.meta.examples;
     element("pg-input").value = examples[0];
+    if (pending) applyState(loaded, pending);
+    pending = null;
     // Input longer than max_source_len is refused with a message naming the limit; the box
     // only stops a runaway paste.
     element("pg-input").maxLength = 4000;
@@ -311,10 +355,9 @@ async function chooseTask() {
     }
     element("pg-unit").textContent = meta.tokenizer ? "tokens" : separator ? "words" : "characters";
     element("pg-limit").textContent = String(meta.max_source_len);
-    element("pg-beam-title").textContent =
-      `Beam search (${BEAM_SIZE} beams` +
-      (meta.length_penalty ? `, length penalty α = ${meta.length_penalty})` : ")");
+
     element("pg-about").textContent = describe(loaded);
+    updateBeamTitle(meta);
   } catch (error) {
     if (!(error instanceof Cancelled)) {
       say(`could not load the model (${error.message}); serve the book over http`);
@@ -350,9 +393,16 @@ async function start() {
   for (const id of ["pg-kind", "pg-layer", "pg-head"]) {
     element(id).addEventListener("change", () => {
       element(id).dataset.touched = "1";
+      saveState();
       redrawAttention();
     });
   }
+  element("pg-beam-size").addEventListener("change", async () => {
+    updateBeamTitle((await model()).meta);
+    update();
+  });
+  // A link to another state of the page (the hash changed): that state, as on opening.
+  window.addEventListener("hashchange", () => openState(readHash()));
   element("pg-examples").addEventListener("click", (event) => {
     if (event.target.classList.contains("pg-example")) {
       element("pg-input").value = event.target.textContent;
@@ -360,7 +410,14 @@ async function start() {
     }
   });
   window.addEventListener("resize", debounce(redrawAttention, 150));
-  await chooseTask();
+  await openState(readHash());
+}
+
+// Opens a state (the hash's): its task, then (once loaded) its input and controls.
+function openState(state) {
+  pending = state;
+  setIfValid("pg-task", state.get("task"));
+  return chooseTask();
 }
 
 start(); // a module runs once the page is parsed

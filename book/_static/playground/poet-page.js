@@ -3,11 +3,13 @@
 // attention map of the layer and head chosen over the written poem (page.js draws it).
 import * as PoetGPT from "./gpt.js";
 import {
-  Cancelled, ModelWorker, debounce, drawAttentionMap, element, here, megabytes, numberOptions,
-  say as sayIn,
+  Cancelled, ModelWorker, debounce, drawAttentionMap, element, escapeHtml, here, megabytes,
+  numberOptions,
+  readHash, say as sayIn, writeHash,
 } from "./page.js";
 
-const DELAY_MS = 40; // between two characters on the screen (the model is faster)
+const DELAY_MS = 40;
+const MAX_BARS = 400; // a step's bars, at most (top-p at a high temperature keeps hundreds) // between two characters on the screen (the model is faster)
 const worker = new ModelWorker();
 const poetUrl = new URL("poet.json", here).href;
 let model = null; // {meta, ids}: what the page needs of the poet (the weights are in the worker)
@@ -42,6 +44,7 @@ async function load() {
       progress.hidden = true;
       describe(loaded.meta);
       fillControls(loaded.meta);
+      applyLayerAndHead();
       element("poet-form").hidden = false;
       return loaded;
     })
@@ -76,6 +79,49 @@ function fillControls(meta) {
     .join(" ");
 }
 
+// The page's state in the hash (a link opens the page so, loads the poet and writes): the mode,
+// the characters, temperature, top-p, seed, and the attention map's layer and head.
+let pending = null; // a state from the hash whose layer and head wait for the poet
+const FIELDS = { prompt: "poet-prompt", temperature: "poet-temperature", top_p: "poet-top-p",
+  seed: "poet-seed" };
+
+function saveState() {
+  const state = { mode: element("poet-acrostic").checked ? "acrostic" : "continue" };
+  for (const [name, id] of Object.entries(FIELDS)) state[name] = element(id).value;
+  if (model) Object.assign(state, { layer: element("poet-layer").value,
+    head: element("poet-head").value });
+  writeHash(state);
+}
+
+function applyState(state) {
+  const mode = state.get("mode");
+  if (mode === "acrostic" || mode === "continue") {
+    element(mode === "acrostic" ? "poet-acrostic" : "poet-continue").checked = true;
+  }
+  for (const [name, id] of Object.entries(FIELDS)) {
+    if (state.has(name)) element(id).value = state.get(name);
+  }
+  pending = state;
+  if (model) applyLayerAndHead();
+}
+
+function applyLayerAndHead() {
+  for (const name of ["layer", "head"]) {
+    const select = element(`poet-${name}`);
+    const value = pending?.get(name);
+    if ([...select.options].some((option) => option.value === value)) select.value = value;
+  }
+  pending = null;
+}
+
+// Opens the state in the hash, if there is one: the poet loads and writes.
+function openState() {
+  const state = readHash();
+  if (![...state.keys()].length) return;
+  applyState(state);
+  load().then(write);
+}
+
 function settings() {
   const number = (id) => Number(element(id).value);
   return {
@@ -99,6 +145,86 @@ function problem(chosen) {
 // The poem as couplets: a line break after each 。 or ？.
 const asLines = (text) => text.replace(/([。？])/g, "$1\n").trim();
 
+// --- The distribution of any step ----------------------------------------------------------
+// The written poem as asLines lays it out, each written character an element with its step
+// (0-based; the characters of a first verse given to continue are not steps), which opens the
+// step's distribution when clicked or tabbed to.
+let steps = null; // the latest poem: {ids, logits: per step, first: the index of step 0 in ids}
+let openStep = null;
+
+function poemTokens(ids, first) {
+  const parts = [];
+  for (let i = 1; i < ids.length; i++) {
+    const character = escapeHtml(model.meta.tokens[ids[i]]);
+    parts.push(
+      i >= first
+        ? `<span class="poet-token" data-step="${i - first}" tabindex="0" role="button" ` +
+            `aria-label="step ${i - first}: ${character}">${character}</span>`
+        : character,
+    );
+    if ("。？".includes(model.meta.tokens[ids[i]]) && i < ids.length - 1) parts.push("\n");
+  }
+  return parts.join("");
+}
+
+function closeDistribution() {
+  openStep = null;
+  element("poet-distribution").hidden = true;
+}
+
+// The bars of step `step`: the allowed logits, divided by the temperature now set, cut to top-p
+// and renormalised (gpt.js's distribution), the written character marked. Redrawn when the
+// temperature or top-p changes, without running the model again.
+function showDistribution(step) {
+  if (!steps || !(step >= 0 && step < steps.logits.length)) return;
+  openStep = step;
+  const { temperature, topP } = settings();
+  const panel = element("poet-distribution");
+  panel.hidden = false;
+  const written = steps.ids[steps.first + step];
+  const tokens = model.meta.tokens;
+  element("poet-dist-title").textContent =
+    `Step ${step}: the distribution ${tokens[written]} was drawn from`;
+  for (const token of document.querySelectorAll(".poet-token")) {
+    token.classList.toggle("poet-open", token.dataset.step === String(step));
+  }
+  const bars = element("poet-bars");
+  if (!(temperature >= 0 && temperature <= 2) || !(topP > 0 && topP <= 1)) {
+    bars.innerHTML = "";
+    element("poet-dist-note").textContent = "Set a temperature from 0 to 2 and a top-p in (0, 1].";
+    return;
+  }
+  const kept = PoetGPT.distribution(steps.logits[step], temperature, topP);
+  const shownBars = kept.slice(0, MAX_BARS);
+  const top = kept[0].p;
+  bars.innerHTML = shownBars
+    .map(({ id, p }) => {
+      const chosen = id === written;
+      return (
+        `<li data-token="${escapeHtml(tokens[id])}" data-probability="${p}"` +
+        `${chosen ? " data-chosen" : ""} class="${chosen ? "poet-chosen" : ""}">` +
+        `<span class="poet-bar-token" lang="zh">${escapeHtml(tokens[id])}</span>` +
+        `<span class="poet-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span>` +
+        `<span class="poet-bar-p">${(100 * p).toFixed(p < 0.001 ? 3 : 1)}%` +
+        `${chosen ? " (written)" : ""}</span></li>`
+      );
+    })
+    .join("");
+  bars.dataset.kept = String(kept.length);
+  bars.dataset.temperature = String(temperature);
+  bars.dataset.topP = String(topP);
+  const outside = kept.some(({ id }) => id === written)
+    ? ""
+    : ` ${tokens[written]}, written with other settings, is not among them.`;
+  const more = kept.length > MAX_BARS ? ` The ${MAX_BARS} most probable are shown.` : "";
+  element("poet-dist-note").textContent =
+    (temperature === 0
+      ? "Temperature 0: the most probable character, always (greedy)."
+      : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ${kept.length} ` +
+        `character${kept.length === 1 ? "" : "s"} (their probabilities renormalised to sum ` +
+        "to 1); the draw picks one of them.") + more + outside;
+}
+
 function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
   const args = [JSON.stringify(prompt.trim()), `temperature=${temperature}`, `top_p=${topP}`];
   args.push(`seed=${seed}`);
@@ -120,19 +246,26 @@ async function write() {
     return;
   }
   say("");
+  saveState();
   element("poet-output").hidden = false;
   const number = ++writing;
+  poem.dataset.number = String(number);
   poem.dataset.done = "";
   poem.textContent = "";
   element("poet-timing").textContent = "";
   // The worker writes the poem; its characters are shown one every DELAY_MS as they come.
   const queue = [];
+  const stepLogits = []; // per step: the allowed logits the character was drawn from
+  closeDistribution();
   const options = { temperature: chosen.temperature, topP: chosen.topP, seed: chosen.seed,
     acrostic: chosen.acrostic };
   if (worker.busy) worker.cancel(); // an older poem still being written
   element("poet-stop").hidden = false;
   const job = worker.request("write", { url: poetUrl, prompt: chosen.prompt, options },
-    ({ ids }) => queue.push(ids));
+    ({ ids, logits }) => {
+      queue.push(ids);
+      stepLogits.push(logits);
+    });
   let finished = null;
   job.then((result) => (finished = result), (error) => (finished = { stopped: true, error }));
   let written = 0;
@@ -159,7 +292,8 @@ async function write() {
   }
   const { ids, computingMs: computing } = finished;
   const text = PoetGPT.decode(model, ids);
-  poem.textContent = asLines(text);
+  poem.innerHTML = poemTokens(ids, ids.length - stepLogits.length);
+  steps = { ids, logits: stepLogits, first: ids.length - stepLogits.length };
   poem.dataset.text = text;
   poem.dataset.done = "1";
   const rate = written / (computing / 1000);
@@ -238,13 +372,31 @@ function start() {
     write();
   });
   for (const id of ["poet-layer", "poet-head"]) {
-    element(id).addEventListener("change", drawAttention);
+    element(id).addEventListener("change", () => {
+      saveState();
+      drawAttention();
+    });
   }
+  // Any control changed: the hash follows at once, and the open step's bars are redrawn.
+  element("poet-form").addEventListener("input", () => {
+    saveState();
+    if (openStep !== null) showDistribution(openStep);
+  });
+  const poem = element("poet-poem");
+  const open = (event) => {
+    const token = event.target.closest?.(".poet-token");
+    if (token) showDistribution(Number(token.dataset.step));
+  };
+  poem.addEventListener("click", open);
+  poem.addEventListener("focusin", open);
+  element("poet-form").addEventListener("change", saveState);
+  window.addEventListener("hashchange", openState);
   window.addEventListener("resize", debounce(drawAttention, 150));
   element("poet-stop").addEventListener("click", () => {
     stopped = writing;
     worker.cancel();
   });
+  openState();
 }
 
 start(); // a module runs once the page is parsed
