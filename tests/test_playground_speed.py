@@ -151,8 +151,7 @@ def test_a_poem_can_be_stopped_and_the_poet_is_downloaded_once(browser):
     tab.locator("#poet-write").click()
     tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'")
     whole = poem.get_attribute("data-text")
-    tab.reload(wait_until="load")
-    tab.locator("#poet-load").click()
+    tab.reload(wait_until="load")  # the hash holds the settings: the poet loads and writes
     tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'")
     again = poem.get_attribute("data-text")
     context.close()

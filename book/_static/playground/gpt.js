@@ -126,6 +126,20 @@ export function drawToken(logits, random) {
   return argmax(p); // u landed in the rounding error at the very end
 }
 
+// The distribution a character is drawn from at one step, as writeSteps draws it: the allowed
+// logits divided by the temperature, the top-p cut, and the softmax of what is kept (so the kept
+// probabilities sum to 1). Temperature 0 is greedy: the most probable one, with probability 1.
+// Returns [{id, p}], most probable first (equal ones: the lower id first).
+export function distribution(logits, temperature, topP) {
+  if (!(temperature >= 0)) throw new Error(`temperature must be >= 0; got ${temperature}`);
+  if (temperature === 0) return [{ id: argmax(logits), p: 1 }];
+  const kept = topPFilter(logits.map((value) => value / temperature), topP);
+  const p = softmax(kept);
+  const ids = [];
+  for (let id = 0; id < kept.length; id++) if (kept[id] > -Infinity) ids.push(id);
+  return ids.sort((a, b) => p[b] - p[a] || a - b).map((id) => ({ id, p: p[id] }));
+}
+
 // --- The poet's vocabulary: which characters of a prompt it knows -----------------------------
 // Returns {ids} or {error}; the error names every character the poet never saw, once each.
 export function checkPrompt(model, prompt, acrostic) {
@@ -155,7 +169,8 @@ export function checkPrompt(model, prompt, acrostic) {
 }
 
 // --- poet.py's Poet.write, one character at a time -------------------------------------------
-// A generator: yields {id, ids} after each chosen character; returns the whole poem's ids
+// A generator: yields {id, ids, logits} after each chosen character (logits: the scores it was
+// drawn from, with the masks applied, before the temperature); returns the whole poem's ids
 // (starting with <s>). `options.keepLogits` also keeps the model's logits of every step (before
 // any masking) in `options.steps`.
 export function* writeSteps(model, prompt, options = {}) {
@@ -190,6 +205,7 @@ export function* writeSteps(model, prompt, options = {}) {
       const keep = verses < heads.length ? heads[verses] : boundary_id;
       logits = logits.map((_, id) => (id === keep ? 0 : -Infinity));
     }
+    const allowed = logits;
     let chosen;
     if (temperature > 0) {
       let scaled = topPFilter(logits.map((value) => value / temperature), topP);
@@ -201,7 +217,7 @@ export function* writeSteps(model, prompt, options = {}) {
     if (chosen === boundary_id || offset >= config.max_len) break;
     ids.push(chosen);
     feed = [chosen];
-    yield { id: chosen, ids };
+    yield { id: chosen, ids, logits: allowed };
   }
   return ids;
 }

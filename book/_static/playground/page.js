@@ -77,6 +77,28 @@ export function debounce(action, ms) {
   };
 }
 
+// --- The distribution of one step, as bars -----------------------------------------------------
+// `kept`: [{id, p}] most probable first (gpt.js's distribution); each bar an <li> with
+// data-token, data-probability (the probability in the distribution the token was drawn or
+// chosen from) and, on the token written, data-chosen; the same figures as text for screen
+// readers. `label(id)` names a token; `prefix` names the page's CSS classes.
+export function barsHtml(kept, label, chosen, prefix) {
+  const top = kept.length ? kept[0].p : 1;
+  return kept
+    .map(({ id, p }) => {
+      const mark = id === chosen;
+      const percent = (100 * p).toFixed(p < 0.001 ? 3 : 1);
+      return (
+        `<li data-token="${escapeHtml(label(id))}" data-probability="${p}"` +
+        `${mark ? ` data-chosen class="${prefix}-chosen"` : ""}>` +
+        `<span class="${prefix}-bar-token">${escapeHtml(label(id))}</span>` +
+        `<span class="${prefix}-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span>` +
+        `<span class="${prefix}-bar-p">${percent}%${mark ? " (chosen)" : ""}</span></li>`
+      );
+    })
+    .join("");
+}
+
 // --- The page's state in the URL's hash: a link opens the page in that state -----------------
 // "#task=translator&text=I+love+you&beam=4": the hash as URLSearchParams (empty without one).
 export const readHash = () => new URLSearchParams(location.hash.replace(/^#/, ""));

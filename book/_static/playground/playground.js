@@ -2,8 +2,9 @@
 // transformer.js run it in the page's Web Worker (worker.js), and shows the decoded outputs, the
 // probabilities of each step and every attention map (page.js draws it).
 import { topIds } from "./core.js";
+import { distribution } from "./gpt.js";
 import {
-  Cancelled, ModelWorker, debounce, nextTask, readHash, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
+  Cancelled, ModelWorker, barsHtml, debounce, nextTask, readHash, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
   numberOptions, say as sayIn,
 } from "./page.js";
 
@@ -77,8 +78,78 @@ function stepsTable(loaded, tokens, steps) {
   );
 }
 
+// --- The distribution of any step ----------------------------------------------------------
+// Each output token (greedy's and beam's, the end token too) is a button with its step
+// (0-based); clicking or tabbing to it opens the step's distribution: the softmax of its logits,
+// the one greedy decoding and beam search chose from (temperature 1, no cut), and, with the
+// panel's temperature and top-p, how sampling would reshape it (gpt.js's distribution).
+const BARS = 10; // the most probable tokens shown; the rest are summed in one line
+const outputs = {}; // "pg-greedy" / "pg-beam" -> {loaded, tokens, steps}
+let open = null; // the open step: {output, step}
+
+function tokenButtons(id, loaded, tokens) {
+  const target = loaded.meta.target_tokens;
+  return tokens
+    .slice(1)
+    .map((token, step) =>
+      `<button type="button" class="pg-token" data-output="${id}" data-step="${step}" ` +
+      `aria-label="step ${step}: ${escapeHtml(target[token])}">` +
+      `${escapeHtml(shown(target[token]))}</button>`,
+    )
+    .join("");
+}
+
+function showDistribution(output, step) {
+  const shownOutput = outputs[output];
+  if (!shownOutput || !(step >= 0 && step < shownOutput.steps.length)) return;
+  open = { output, step };
+  const { loaded, tokens, steps } = shownOutput;
+  const target = loaded.meta.target_tokens;
+  const chosen = tokens[step + 1];
+  const temperature = Number(element("pg-temperature").value);
+  const topP = Number(element("pg-top-p").value);
+  element("pg-distribution").hidden = false;
+  for (const button of document.querySelectorAll(".pg-token")) {
+    const isOpen = button.dataset.output === output && button.dataset.step === String(step);
+    button.classList.toggle("pg-open", isOpen);
+  }
+  const which = output === "pg-greedy" ? "greedy decoding" : "beam search";
+  element("pg-dist-title").textContent =
+    `Step ${step} of ${which}: the distribution ${shown(target[chosen])} was chosen from`;
+  const bars = element("pg-bars");
+  if (!(temperature >= 0 && temperature <= 2) || !(topP > 0 && topP <= 1)) {
+    bars.innerHTML = "";
+    element("pg-dist-note").textContent = "Set a temperature from 0 to 2 and a top-p in (0, 1].";
+    return;
+  }
+  const kept = distribution(steps[step].logits, temperature, topP);
+  const rest = kept.slice(BARS).reduce((sum, { p }) => sum + p, 0);
+  bars.innerHTML =
+    barsHtml(kept.slice(0, BARS), (id) => shown(target[id]), chosen, "pg") +
+    (kept.length > BARS
+      ? `<li class="pg-rest">the other ${(kept.length - BARS).toLocaleString("en")} tokens: ` +
+        `${(100 * rest).toFixed(1)}% together</li>`
+      : "");
+  bars.dataset.kept = String(kept.length);
+  const plain = temperature === 1 && topP === 1;
+  element("pg-dist-note").textContent =
+    (plain
+      ? `softmax(logits) over all ${kept.length.toLocaleString("en")} tokens: what ${which} ` +
+        "chose from (it takes the most probable; beam search keeps the best sums of " +
+        "log-probabilities). Change the temperature or top-p to see how sampling would " +
+        "reshape it."
+      : temperature === 0
+        ? "Temperature 0: the most probable token, always (greedy)."
+        : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ` +
+          `${kept.length.toLocaleString("en")} tokens, renormalised to sum to 1: what ` +
+          "sampling would draw from.") +
+    (kept.some(({ id }) => id === chosen) ? "" : ` ${shown(target[chosen])} is not among them.`);
+}
+
 // One output (greedy or beam: the worker's {tokens, text, steps}) with its probabilities.
 function showOutput(id, loaded, { tokens, text, steps }, score) {
+  outputs[id] = { loaded, tokens, steps };
+  element(`${id}-tokens`).innerHTML = tokenButtons(id, loaded, tokens);
   const total = steps.reduce((sum, step, index) => sum + step.logProbs[tokens[index + 1]], 0);
   element(`${id}-text`).textContent = text || "(empty)";
   element(`${id}-score`).textContent =
@@ -233,6 +304,8 @@ async function update() {
     const pieces = result.unknown.map((piece) => JSON.stringify(piece)).join(", ");
     notice.textContent = `Read as <unk>, unknown to the English vocabulary: ${pieces}.`;
   }
+  element("pg-distribution").hidden = true;
+  open = null;
   showOutput("pg-greedy", loaded, result.greedy, null);
   showOutput("pg-beam", loaded, result.beam, result.beam.score);
   showAnswer(loaded, text, [
@@ -396,6 +469,17 @@ async function start() {
       saveState();
       redrawAttention();
     });
+  }
+  for (const id of ["pg-greedy-tokens", "pg-beam-tokens"]) {
+    const opened = (event) => {
+      const button = event.target.closest?.(".pg-token");
+      if (button) showDistribution(button.dataset.output, Number(button.dataset.step));
+    };
+    element(id).addEventListener("click", opened);
+    element(id).addEventListener("focusin", opened);
+  }
+  for (const id of ["pg-temperature", "pg-top-p"]) {
+    element(id).addEventListener("input", () => open && showDistribution(open.output, open.step));
   }
   element("pg-beam-size").addEventListener("change", async () => {
     updateBeamTitle((await model()).meta);

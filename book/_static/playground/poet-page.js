@@ -3,13 +3,11 @@
 // attention map of the layer and head chosen over the written poem (page.js draws it).
 import * as PoetGPT from "./gpt.js";
 import {
-  Cancelled, ModelWorker, debounce, drawAttentionMap, element, escapeHtml, here, megabytes,
-  numberOptions,
-  readHash, say as sayIn, writeHash,
+  Cancelled, ModelWorker, barsHtml, debounce, drawAttentionMap, element, escapeHtml, here,
+  megabytes, numberOptions, readHash, say as sayIn, writeHash,
 } from "./page.js";
 
-const DELAY_MS = 40;
-const MAX_BARS = 400; // a step's bars, at most (top-p at a high temperature keeps hundreds) // between two characters on the screen (the model is faster)
+const DELAY_MS = 40; // between two characters on the screen (the model is faster)
 const worker = new ModelWorker();
 const poetUrl = new URL("poet.json", here).href;
 let model = null; // {meta, ids}: what the page needs of the poet (the weights are in the worker)
@@ -195,34 +193,23 @@ function showDistribution(step) {
     return;
   }
   const kept = PoetGPT.distribution(steps.logits[step], temperature, topP);
-  const shownBars = kept.slice(0, MAX_BARS);
-  const top = kept[0].p;
-  bars.innerHTML = shownBars
-    .map(({ id, p }) => {
-      const chosen = id === written;
-      return (
-        `<li data-token="${escapeHtml(tokens[id])}" data-probability="${p}"` +
-        `${chosen ? " data-chosen" : ""} class="${chosen ? "poet-chosen" : ""}">` +
-        `<span class="poet-bar-token" lang="zh">${escapeHtml(tokens[id])}</span>` +
-        `<span class="poet-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span>` +
-        `<span class="poet-bar-p">${(100 * p).toFixed(p < 0.001 ? 3 : 1)}%` +
-        `${chosen ? " (written)" : ""}</span></li>`
-      );
-    })
-    .join("");
+  // Every kept character has its bar (top-p at a high temperature keeps over a thousand: the
+  // list scrolls), so the bars' probabilities add up to 1.
+  bars.innerHTML = barsHtml(kept, (id) => tokens[id], written, "poet");
   bars.dataset.kept = String(kept.length);
   bars.dataset.temperature = String(temperature);
   bars.dataset.topP = String(topP);
   const outside = kept.some(({ id }) => id === written)
     ? ""
     : ` ${tokens[written]}, written with other settings, is not among them.`;
-  const more = kept.length > MAX_BARS ? ` The ${MAX_BARS} most probable are shown.` : "";
-  element("poet-dist-note").textContent =
-    (temperature === 0
+  const allowed = steps.logits[step].filter((value) => value > -Infinity).length;
+  element("poet-dist-note").textContent = allowed === 1
+    ? `Here the 藏头诗 allows only ${tokens[written]}: every other logit is set to −∞.`
+    : (temperature === 0
       ? "Temperature 0: the most probable character, always (greedy)."
       : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ${kept.length} ` +
         `character${kept.length === 1 ? "" : "s"} (their probabilities renormalised to sum ` +
-        "to 1); the draw picks one of them.") + more + outside;
+        "to 1); the draw picks one of them.") + outside;
 }
 
 function pythonCall({ prompt, acrostic, temperature, topP, seed }) {

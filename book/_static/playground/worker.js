@@ -79,7 +79,8 @@ const OPS = {
     return { meta: (await poetModel(url, progress)).meta };
   },
 
-  // A poem, one character at a time: each step's ids go to the page as they are chosen.
+  // A poem, one character at a time: each step's ids, and the logits the character was drawn
+  // from, go to the page as they are chosen.
   async write({ url, prompt, options }, progress) {
     const loaded = await poetModel(url);
     const steps = PoetGPT.writeSteps(loaded, prompt, options);
@@ -89,7 +90,7 @@ const OPS = {
       const { done, value } = steps.next();
       computing += performance.now() - started;
       if (done) return { ids: value, computingMs: computing };
-      progress({ ids: value.ids.slice() });
+      progress({ ids: value.ids.slice(), logits: value.logits });
     }
   },
 
