@@ -261,16 +261,19 @@ export const outputScores = (params, prefix, hidden, row) =>
 // side. `causal` (chapter 6's look-ahead mask), if not null, is the number of earlier positions
 // held in a cache: query q is position causal + q and sees keys 0 .. causal + q only. Returns the
 // merged heads (queries, d_model) and, with needWeights, each head's weights (queries, keys),
-// zero where masked.
+// zero where masked, and its scaled scores q·k * scale (queries, keys), -Infinity where masked.
 function attend(Q, K, V, heads, scale, causal, needWeights) {
   const dModel = Q.cols;
   const dK = dModel / heads;
   const merged = matrix(Q.rows, dModel);
   const weights = [];
+  const scoreMaps = [];
   const scores = new Float64Array(K.rows);
   for (let h = 0; h < heads; h++) {
     const first = h * dK;
     const map = needWeights ? matrix(Q.rows, K.rows) : null;
+    const scored = needWeights ? matrix(Q.rows, K.rows) : null;
+    if (scored) scored.data.fill(-Infinity);
     for (let q = 0; q < Q.rows; q++) {
       const visible = causal === null ? K.rows : causal + q + 1;
       const qRow = q * dModel + first;
@@ -279,6 +282,7 @@ function attend(Q, K, V, heads, scale, causal, needWeights) {
         let score = 0;
         for (let i = 0; i < dK; i++) score += Q.data[qRow + i] * K.data[kRow + i];
         scores[k] = score * scale;
+        if (scored) scored.data[q * K.rows + k] = scores[k];
       }
       softmaxInPlace(scores, visible);
       for (let k = 0; k < visible; k++) {
@@ -289,8 +293,9 @@ function attend(Q, K, V, heads, scale, causal, needWeights) {
       }
     }
     if (map) weights.push(map);
+    if (scored) scoreMaps.push(scored);
   }
-  return { merged, weights };
+  return { merged, weights, scores: scoreMaps };
 }
 
 // Chapter 10's key/value cache of one attention layer, for decoding step by step: self-attention
@@ -302,7 +307,8 @@ export const newCache = (fixed = false) => ({ K: null, V: null, fixed });
 // Chapter 03's multi-head attention on learned projections (`prefix`.query_proj, key_proj,
 // value_proj, output_proj). Queries from `query`, keys and values from `keyValue` (the same
 // matrix for self-attention). Options: heads; scale (default 1 / sqrt(d_k)); causal, as attend's;
-// cache (newCache); needWeights. Returns {output (queries, d_model), weights: [head]}.
+// cache (newCache); needWeights. Returns {output (queries, d_model), weights: [head], scores:
+// [head]} (attend's).
 export function multiHeadAttention(params, prefix, query, keyValue, options) {
   const { heads, scale = null, causal = null, cache = null, needWeights = true } = options;
   const dK = query.cols / heads;
@@ -319,8 +325,8 @@ export function multiHeadAttention(params, prefix, query, keyValue, options) {
     }
   }
   const scaleBy = scale ?? 1 / Math.sqrt(dK);
-  const { merged, weights } = attend(Q, K, V, heads, scaleBy, causal, needWeights);
-  return { output: linear(merged, params, `${prefix}.output_proj`), weights }; // W^O
+  const { merged, weights, scores } = attend(Q, K, V, heads, scaleBy, causal, needWeights);
+  return { output: linear(merged, params, `${prefix}.output_proj`), weights, scores }; // W^O
 }
 
 // --- Chapter 04_add_and_norm: layer norm and the residual sublayer connection ------------------

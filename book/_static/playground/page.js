@@ -99,6 +99,70 @@ export function barsHtml(kept, label, chosen, prefix) {
     .join("");
 }
 
+// --- Attention, unfolded: one query's scores, mask and weights ---------------------------------
+// For one query position of one head: each key's scaled score q·k / sqrt(d_k) (chapter 2), the
+// mask (chapter 6: look-ahead; one sentence has no padding), and the weight, the softmax of the
+// scores left visible (chapter 2; the heads side by side, chapter 3). `scores` and `weights`:
+// the query's row of the head's maps (scores -Infinity where masked); `keys`: their labels;
+// `maskName`: what hides a key ("look-ahead"), or null for a map with no mask.
+export function drillDownHtml(keys, scores, weights, { query, maskName, what }) {
+  const rows = keys.map((key, k) => {
+    const masked = scores[k] === -Infinity;
+    const weight = weights[k];
+    return (
+      `<tr data-key="${k}" data-score="${scores[k]}" data-masked="${masked ? 1 : 0}" ` +
+      `data-weight="${weight}"><td>${escapeHtml(key)}</td>` +
+      `<td>${masked ? "—" : scores[k].toFixed(3)}</td>` +
+      `<td>${masked ? `−∞ (${escapeHtml(maskName)})` : "0"}</td>` +
+      `<td><span class="drill-bar" style="width:${(60 * weight).toFixed(1)}px"></span>` +
+      `${(100 * weight).toFixed(1)}%</td></tr>`
+    );
+  });
+  const mask = maskName
+    ? `chapter 6's ${maskName} mask adds −∞ to the keys it hides`
+    : "no mask (one sentence: no padding to hide)";
+  return (
+    `<table class="drill"><caption>${escapeHtml(what)}, query ${escapeHtml(query)}: ` +
+    `score = q·k / √d_k (chapter 2), then ${mask}, then softmax (chapter 2) gives the ` +
+    "weights, which sum to 100%</caption>" +
+    '<thead><tr><th scope="col">key</th><th scope="col">score q·k/√d_k</th>' +
+    '<th scope="col">+ mask</th><th scope="col">weight</th></tr></thead>' +
+    `<tbody>${rows.join("")}</tbody></table>`
+  );
+}
+
+// The rows of a (queries, keys) matrix as arrays.
+export const rowOf = (m, q) => Array.from(m.data.subarray(q * m.cols, (q + 1) * m.cols));
+
+// --- The logit lens: each layer's guess at the next token -------------------------------------
+// `lens[layer][step]`: [{id, p}] (transformer.js's and gpt.js's logitLens), the last layer the
+// model's own output; `steps`: each column's label; `label(id)` names a token. One row per layer,
+// each cell that layer's most probable next token (data-layer, data-step, data-token,
+// data-probability), marked where it already agrees with the model's own.
+export function lensHtml(lens, steps, label) {
+  const last = lens.length - 1;
+  const head = steps.map((step) => `<th scope="col">${escapeHtml(step)}</th>`).join("");
+  const rows = lens.map((layer, l) => {
+    const cells = layer.map(([{ id, p }], step) => {
+      const agrees = id === lens[last][step][0].id;
+      return (
+        `<td data-layer="${l}" data-step="${step}" data-token="${escapeHtml(label(id))}" ` +
+        `data-probability="${p}"${agrees ? ' class="lens-agrees"' : ""}>` +
+        `${escapeHtml(label(id))} <small>${(100 * p).toFixed(p < 0.1 ? 1 : 0)}%</small></td>`
+      );
+    });
+    const name = l === last ? `layer ${l} (the model's output)` : `layer ${l}`;
+    return `<tr><th scope="row">${name}</th>${cells.join("")}</tr>`;
+  });
+  return (
+    '<table class="lens"><caption>Each layer\'s output through the final norm and the ' +
+    "output layer: its most probable next token (highlighted where it already agrees with " +
+    "the model's own)</caption>" +
+    `<thead><tr><th scope="col">reads →</th>${head}</tr></thead>` +
+    `<tbody>${rows.join("")}</tbody></table>`
+  );
+}
+
 // --- The page's state in the URL's hash: a link opens the page in that state -----------------
 // "#task=translator&text=I+love+you&beam=4": the hash as URLSearchParams (empty without one).
 export const readHash = () => new URLSearchParams(location.hash.replace(/^#/, ""));

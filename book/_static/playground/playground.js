@@ -4,7 +4,8 @@
 import { topIds } from "./core.js";
 import { distribution } from "./gpt.js";
 import {
-  Cancelled, ModelWorker, barsHtml, debounce, nextTask, readHash, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
+  Cancelled, ModelWorker, barsHtml, debounce, drillDownHtml, lensHtml, nextTask, readHash,
+  rowOf, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
   numberOptions, say as sayIn,
 } from "./page.js";
 
@@ -208,7 +209,7 @@ function describe(loaded) {
 }
 
 // The attention map picked with the controls, as a tidy table: one row per (query, key) cell.
-function attentionRows(loaded, sourcePieces, tokens, attention) {
+function attentionRows(loaded, sourcePieces, tokens, attention, scores) {
   const kind = KINDS[Number(element("pg-kind").value)];
   const layer = Number(element("pg-layer").value);
   const head = Number(element("pg-head").value);
@@ -235,10 +236,35 @@ function attentionRows(loaded, sourcePieces, tokens, attention) {
       });
     }
   }
-  return { rows, title: `${kind}, layer ${layer}, head ${head}` };
+  const title = `${kind}, layer ${layer}, head ${head}`;
+  const drill = { queries, keys, weights, scores: scores[kind][layer][head], kind, title };
+  return { rows, title, drill };
 }
 
-function drawAttention({ rows, title }, text) {
+// The map unfolded for the query chosen: its scores, mask and weights (page.js).
+let drilled = null;
+function showDrill(drill) {
+  drilled = drill;
+  const select = element("pg-query");
+  if (select.options.length !== drill.queries.length) {
+    const keep = Number(select.value);
+    select.innerHTML = drill.queries
+      .map((label, q) => `<option value="${q}">${escapeHtml(label)}</option>`)
+      .join("");
+    const last = drill.queries.length - 1;
+    select.value = String(select.dataset.touched && keep <= last ? keep : last);
+  }
+  const q = Number(select.value);
+  const maskName = drill.kind === KINDS[1] ? "look-ahead" : null;
+  element("pg-drill").innerHTML = drillDownHtml(
+    drill.keys, rowOf(drill.scores, q), rowOf(drill.weights, q),
+    { query: drill.queries[q], maskName, what: drill.title },
+  );
+  element("pg-drill").dataset.drawn = `${drill.title}|${q}`;
+}
+
+function drawAttention({ rows, title, drill }, text) {
+  showDrill(drill);
   const container = element("pg-attention");
   const size = Math.max(140, Math.min(340, container.clientWidth - 110));
   const options = { title, size, keyTitle: "key (attended to)", queryTitle: "query (attending)" };
@@ -321,11 +347,16 @@ async function update() {
     sourcePieces: result.sourcePieces,
     tokens: result.greedy.tokens,
     attention: result.greedy.attention,
+    scores: result.greedy.scores,
   };
   fillControls(loaded);
+  const target = loaded.meta.target_tokens;
+  const reads = result.greedy.tokens.slice(0, -1).map((id, i) => `${i}: ${shown(target[id])}`);
+  element("pg-lens").innerHTML = lensHtml(result.greedy.lens, reads, (id) => shown(target[id]));
+  element("pg-lens").dataset.input = text;
   await nextTask(); // the outputs show before the chart is drawn, in a task of its own
   if (number !== running) return;
-  drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention), text);
+  drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention, last.scores), text);
 }
 
 const beamSize = () => Number(element("pg-beam-size").value);
@@ -379,7 +410,7 @@ function fillControls(loaded) {
 function redrawAttention() {
   if (last && !element("pg-results").hidden) {
     drawAttention(
-      attentionRows(last.loaded, last.sourcePieces, last.tokens, last.attention),
+      attentionRows(last.loaded, last.sourcePieces, last.tokens, last.attention, last.scores),
       last.text,
     );
   }
@@ -478,6 +509,10 @@ async function start() {
     element(id).addEventListener("click", opened);
     element(id).addEventListener("focusin", opened);
   }
+  element("pg-query").addEventListener("change", () => {
+    element("pg-query").dataset.touched = "1";
+    if (drilled) showDrill(drilled);
+  });
   for (const id of ["pg-temperature", "pg-top-p"]) {
     element(id).addEventListener("input", () => open && showDistribution(open.output, open.step));
   }

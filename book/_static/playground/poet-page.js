@@ -3,8 +3,8 @@
 // attention map of the layer and head chosen over the written poem (page.js draws it).
 import * as PoetGPT from "./gpt.js";
 import {
-  Cancelled, ModelWorker, barsHtml, debounce, drawAttentionMap, element, escapeHtml, here,
-  megabytes, numberOptions, readHash, say as sayIn, writeHash,
+  Cancelled, ModelWorker, barsHtml, debounce, drawAttentionMap, drillDownHtml, element,
+  escapeHtml, here, lensHtml, megabytes, numberOptions, readHash, rowOf, say as sayIn, writeHash,
 } from "./page.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
@@ -305,14 +305,20 @@ async function drawAttention() {
   const ids = last;
   if (maps?.ids !== ids) {
     let attention;
+    let scores;
+    let lens;
     try {
-      ({ attention } = await worker.request("poemAttention", { url: poetUrl, ids }));
+      ({ attention, scores, lens } = await worker.request("poemAttention", { url: poetUrl, ids }));
     } catch (error) {
       if (!(error instanceof Cancelled)) say(`could not compute the attention: ${error.message}`);
       return;
     }
     if (last !== ids) return; // a newer poem
-    maps = { ids, attention };
+    maps = { ids, attention, scores };
+    const tokens = model.meta.tokens;
+    element("poet-lens").innerHTML = lensHtml(lens, ids.map((id, i) => `${i}: ${tokens[id]}`),
+      (id) => tokens[id]);
+    element("poet-lens").dataset.poem = ids.join(",");
   }
   const layer = Number(element("poet-layer").value);
   const head = Number(element("poet-head").value);
@@ -338,6 +344,23 @@ async function drawAttention() {
   const key = `${last.join(",")}|${layer}|${head}`; // the browser test waits on it
   drawAttentionMap(container, rows, options, () => ({ drawn: key }))
     .catch((error) => say(`could not draw the attention map: ${error.message}`));
+  showDrill(labels, weights, maps.scores[layer][head], options.title);
+}
+
+// The map unfolded for the query chosen: its scores, the look-ahead mask, the weights (page.js).
+function showDrill(labels, weights, scores, title) {
+  const select = element("poet-query");
+  if (select.options.length !== labels.length || select.dataset.poem !== String(writing)) {
+    select.innerHTML = labels
+      .map((label, q) => `<option value="${q}">${escapeHtml(label)}</option>`)
+      .join("");
+    select.value = String(labels.length - 1);
+    select.dataset.poem = String(writing);
+  }
+  const q = Number(select.value);
+  element("poet-drill").innerHTML = drillDownHtml(labels, rowOf(scores, q), rowOf(weights, q),
+    { query: labels[q], maskName: "look-ahead", what: title });
+  element("poet-drill").dataset.drawn = `${title}|${q}`;
 }
 
 function start() {
@@ -358,6 +381,7 @@ function start() {
     element(acrostic ? "poet-acrostic" : "poet-continue").checked = true;
     write();
   });
+  element("poet-query").addEventListener("change", drawAttention);
   for (const id of ["poet-layer", "poet-head"]) {
     element(id).addEventListener("change", () => {
       saveState();

@@ -61,6 +61,8 @@ const OPS = {
         text: TransformerBook.decodeTokens(loaded, greedy.tokens),
         steps: greedy.steps,
         attention: greedySeen.attention,
+        scores: greedySeen.scores,
+        lens: TransformerBook.logitLens(loaded, encoded.ids, greedy.tokens),
       },
       beam: {
         tokens: beamTokens,
@@ -94,10 +96,11 @@ const OPS = {
     }
   },
 
-  // Every attention map over a written poem: one pass without the cache.
+  // Every attention map over a written poem (one pass without the cache), and its logit lens.
   async poemAttention({ url, ids }) {
     const loaded = await poetModel(url);
-    return { attention: PoetGPT.forward(loaded, ids, null, 0, true).attention };
+    const { attention, scores } = PoetGPT.forward(loaded, ids, null, 0, true);
+    return { attention, scores, lens: PoetGPT.logitLens(loaded, ids) };
   },
 };
 
