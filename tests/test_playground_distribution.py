@@ -193,3 +193,39 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     assert set(reshaped["tokens"]) == {target[i] for i in kept}
     assert abs(sum(reshaped["p"]) - 1) <= 1e-6
     assert not outside and not errors, (outside, errors)
+
+
+VIEWS = [(1280, False), (1280, True), (390, False), (390, True)]
+
+
+@pytest.mark.parametrize(("width", "dark"), VIEWS,
+                         ids=[f"{w}-{'dark' if d else 'light'}" for w, d in VIEWS])  # fmt: skip
+def test_every_view_fits_the_screen(browser, width, dark):
+    """Both pages with everything open (a step's bars, the unfolded query, the logit lens):
+    nothing pans sideways, at a laptop's and a phone's width, in the light and dark themes."""
+    pages = [
+        ("book/playground.html", "task=translator&text="
+         + quote("Tom told Mary that he would like to visit Boston next summer.")
+         + "&beam=4&attn=cross&layer=1&head=2",
+         "() => document.querySelector('#pg-lens').dataset.input", "#pg-greedy-tokens .pg-token"),
+        ("book/playground_poems.html", "mode=acrostic&prompt=" + quote("春花秋月")
+         + "&temperature=1.5&top_p=0.95&seed=3",
+         "() => document.querySelector('#poet-lens').dataset.poem", "#poet-poem .poet-token"),
+    ]  # fmt: skip
+    for page, fragment, ready, token in pages:
+        if not (SITE / page).exists():
+            pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
+        context, tab, outside, errors = local_only_tab(
+            browser, width, dark=dark, console_types=("error", "warning")
+        )
+        tab.goto(f"{serve(str(SITE))}/{page}#{fragment}", wait_until="load")
+        tab.wait_for_function(ready, timeout=60_000)
+        tab.locator(token).nth(3).click()
+        widths = tab.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        theme = tab.evaluate("() => document.documentElement.dataset.theme")
+        context.close()
+        assert widths[0] <= widths[1], f"{page} at {width} px pans sideways: {widths}"
+        assert theme == ("dark" if dark else "light")
+        assert not outside and not errors, (page, outside, errors)
