@@ -37,21 +37,63 @@ export function argmax(values) {
   return best;
 }
 
+// The ids of the k largest values, largest first; of equal values the lower id first (as a
+// stable sort of all of them would order them), in one pass: no sort of the whole vocabulary.
+export function topIds(values, k) {
+  const best = [];
+  for (let id = 0; id < values.length; id++) {
+    const value = values[id];
+    if (best.length === k && !(value > values[best[k - 1]])) continue;
+    let at = best.length;
+    while (at > 0 && value > values[best[at - 1]]) at--;
+    best.splice(at, 0, id);
+    if (best.length > k) best.pop();
+  }
+  return best;
+}
+
 // --- Loading the exported weights ------------------------------------------------------------
 // tools/export_playground.py and tools/export_poet_playground.py write a binary file and a JSON
-// file: the configuration and each tensor's name, shape, offset and dtype (else the file's
-// weights.dtype, else float32). Returns {meta, params}; onProgress(bytesLoaded, bytesTotal), if
-// given, is called as the weights arrive.
+// file: the configuration, the binary file's size and SHA-256, and each tensor's name, shape,
+// offset and dtype (else the file's weights.dtype, else float32). Returns {meta, params};
+// onProgress(bytesLoaded, bytesTotal), if given, is called as the weights arrive. Runs on a page
+// or in a Web Worker (worker.js); the weights are kept with the Cache API (cachedBytes).
 export async function loadWeights(jsonUrl, onProgress = null) {
-  const url = new URL(jsonUrl, document.baseURI);
+  const url = new URL(jsonUrl, globalThis.document?.baseURI ?? globalThis.location.href);
   const meta = await (await fetchOk(url)).json();
-  const { file, bytes, dtype = "float32" } = meta.weights;
-  const buffer = await fetchBytes(new URL(file, url), bytes, onProgress);
+  const { file, bytes, sha256 = null, dtype = "float32" } = meta.weights;
+  const buffer = await cachedBytes(new URL(file, url), bytes, sha256, onProgress);
   const params = {};
   for (const tensor of meta.tensors) {
     params[tensor.name] = { shape: tensor.shape, data: tensorData(buffer, tensor, dtype) };
   }
   return { meta, params };
+}
+
+// The weights file, from the Cache API when an earlier visit stored it: a second visit asks the
+// network for nothing. The cached copy is named by the file's SHA-256 (from its JSON file), so
+// new weights are downloaded once and the old copy is deleted. Without the Cache API (a page
+// not served over https or from localhost), or without a SHA-256, the file is fetched.
+export const CACHE_NAME = "transformer-book-playground";
+export async function cachedBytes(url, expected, sha256, onProgress = null) {
+  const store = sha256 && globalThis.caches ? await caches.open(CACHE_NAME).catch(() => null) : null;
+  if (!store) return fetchBytes(url, expected, onProgress);
+  const key = new URL(url);
+  key.search = `sha256=${sha256}`;
+  const kept = await store.match(key.href);
+  if (kept) {
+    const buffer = await kept.arrayBuffer();
+    if (buffer.byteLength === expected) {
+      if (onProgress) onProgress(expected, expected);
+      return buffer;
+    }
+  }
+  const buffer = await fetchBytes(url, expected, onProgress);
+  for (const old of await store.keys()) {
+    if (new URL(old.url).pathname === key.pathname) await store.delete(old); // older weights
+  }
+  await store.put(key.href, new Response(buffer.slice(0))).catch(() => null); // full: no copy
+  return buffer;
 }
 
 // A tensor's values as float32, as the package loads them.
@@ -219,16 +261,19 @@ export const outputScores = (params, prefix, hidden, row) =>
 // side. `causal` (chapter 6's look-ahead mask), if not null, is the number of earlier positions
 // held in a cache: query q is position causal + q and sees keys 0 .. causal + q only. Returns the
 // merged heads (queries, d_model) and, with needWeights, each head's weights (queries, keys),
-// zero where masked.
+// zero where masked, and its scaled scores q·k * scale (queries, keys), -Infinity where masked.
 function attend(Q, K, V, heads, scale, causal, needWeights) {
   const dModel = Q.cols;
   const dK = dModel / heads;
   const merged = matrix(Q.rows, dModel);
   const weights = [];
+  const scoreMaps = [];
   const scores = new Float64Array(K.rows);
   for (let h = 0; h < heads; h++) {
     const first = h * dK;
     const map = needWeights ? matrix(Q.rows, K.rows) : null;
+    const scored = needWeights ? matrix(Q.rows, K.rows) : null;
+    if (scored) scored.data.fill(-Infinity);
     for (let q = 0; q < Q.rows; q++) {
       const visible = causal === null ? K.rows : causal + q + 1;
       const qRow = q * dModel + first;
@@ -237,6 +282,7 @@ function attend(Q, K, V, heads, scale, causal, needWeights) {
         let score = 0;
         for (let i = 0; i < dK; i++) score += Q.data[qRow + i] * K.data[kRow + i];
         scores[k] = score * scale;
+        if (scored) scored.data[q * K.rows + k] = scores[k];
       }
       softmaxInPlace(scores, visible);
       for (let k = 0; k < visible; k++) {
@@ -247,8 +293,9 @@ function attend(Q, K, V, heads, scale, causal, needWeights) {
       }
     }
     if (map) weights.push(map);
+    if (scored) scoreMaps.push(scored);
   }
-  return { merged, weights };
+  return { merged, weights, scores: scoreMaps };
 }
 
 // Chapter 10's key/value cache of one attention layer, for decoding step by step: self-attention
@@ -260,7 +307,8 @@ export const newCache = (fixed = false) => ({ K: null, V: null, fixed });
 // Chapter 03's multi-head attention on learned projections (`prefix`.query_proj, key_proj,
 // value_proj, output_proj). Queries from `query`, keys and values from `keyValue` (the same
 // matrix for self-attention). Options: heads; scale (default 1 / sqrt(d_k)); causal, as attend's;
-// cache (newCache); needWeights. Returns {output (queries, d_model), weights: [head]}.
+// cache (newCache); needWeights. Returns {output (queries, d_model), weights: [head], scores:
+// [head]} (attend's).
 export function multiHeadAttention(params, prefix, query, keyValue, options) {
   const { heads, scale = null, causal = null, cache = null, needWeights = true } = options;
   const dK = query.cols / heads;
@@ -277,8 +325,8 @@ export function multiHeadAttention(params, prefix, query, keyValue, options) {
     }
   }
   const scaleBy = scale ?? 1 / Math.sqrt(dK);
-  const { merged, weights } = attend(Q, K, V, heads, scaleBy, causal, needWeights);
-  return { output: linear(merged, params, `${prefix}.output_proj`), weights }; // W^O
+  const { merged, weights, scores } = attend(Q, K, V, heads, scaleBy, causal, needWeights);
+  return { output: linear(merged, params, `${prefix}.output_proj`), weights, scores }; // W^O
 }
 
 // --- Chapter 04_add_and_norm: layer norm and the residual sublayer connection ------------------

@@ -11,7 +11,7 @@
 // maps and the greedy poems against PyTorch loaded from the same file.
 import {
   ACTIVATIONS, argmax, embed, feedForward, layerNorm, loadWeights, multiHeadAttention, newCache,
-  outputScores, softmax, sublayerConnection,
+  outputScores, softmax, sublayerConnection, topIds,
 } from "./core.js";
 
 export { halfToNumber, softmax } from "./core.js";
@@ -33,7 +33,8 @@ export function newCaches(model) {
 }
 
 // tokens at positions offset, offset + 1, ...; with caches, the earlier positions' keys and
-// values are reused. Returns {hidden (seq, d_model), attention: [layer][head] (seq, keys)}.
+// values are reused. Returns {hidden (seq, d_model), attention: [layer][head] (seq, keys),
+// scores: the same before the softmax}.
 export function forward(model, tokens, caches = null, offset = 0, needWeights = false) {
   const { d_model, max_len, layers, heads, eps, activation, norm_first, learned_positions,
     tie_embeddings } = model.meta.config;
@@ -49,6 +50,8 @@ export function forward(model, tokens, caches = null, offset = 0, needWeights = 
   // GPT-2: no sqrt(d_model) scaling
   let x = embed(params["tokens.lookup.weight"].data, tokens, d_model, { positions, offset });
   const attention = [];
+  const scores = []; // [layer][head]: q·k / sqrt(d_k), -Infinity where masked
+  const layerOutputs = []; // each layer's output (seq, d_model), for the logit lens
   const preNorm = { normFirst: true, eps }; // x + sublayer(LayerNorm(x)), twice
   for (let layer = 0; layer < layers; layer++) {
     const prefix = `layers.${layer}`;
@@ -59,17 +62,34 @@ export function forward(model, tokens, caches = null, offset = 0, needWeights = 
       const options = { heads, causal: offset, cache, needWeights };
       const attended = multiHeadAttention(params, `${prefix}.self_attn`, normed, normed, options);
       attention.push(attended.weights);
+      scores.push(attended.scores);
       return attended.output;
     }, preNorm);
     x = sublayerConnection(params, `${prefix}.sublayers.1`, x, (normed) =>
       feedForward(params, `${prefix}.feed_forward`, normed, activation), preNorm);
+    layerOutputs.push(x);
   }
-  return { hidden: layerNorm(x, params, "final_norm", eps), attention };
+  return { hidden: layerNorm(x, params, "final_norm", eps), attention, scores, layerOutputs };
 }
 
 // The tied output layer: the hidden state times every token's embedding. (vocab,)
 export const logitsAt = (model, hidden, row) =>
   outputScores(model.params, "tokens.lookup", hidden, row);
+
+// --- The logit lens: what each layer would say if it were the last ---------------------------
+// Each layer's output through the final norm and the tied output layer: per layer, per position,
+// the `top` most probable next tokens [{id, p}]. The last layer's lens is the model's own output.
+export function logitLens(model, ids, top = 3) {
+  const { layerOutputs } = forward(model, ids);
+  const { eps } = model.meta.config;
+  return layerOutputs.map((x) => {
+    const hidden = layerNorm(x, model.params, "final_norm", eps);
+    return ids.map((_, row) => {
+      const p = softmax(logitsAt(model, hidden, row));
+      return topIds(p, top).map((id) => ({ id, p: p[id] }));
+    });
+  });
+}
 
 // --- Chapter 10's sampling ---------------------------------------------------------------------
 // A seeded generator of uniform numbers in [0, 1) (mulberry32): the same seed, the same poem in
@@ -126,6 +146,20 @@ export function drawToken(logits, random) {
   return argmax(p); // u landed in the rounding error at the very end
 }
 
+// The distribution a character is drawn from at one step, as writeSteps draws it: the allowed
+// logits divided by the temperature, the top-p cut, and the softmax of what is kept (so the kept
+// probabilities sum to 1). Temperature 0 is greedy: the most probable one, with probability 1.
+// Returns [{id, p}], most probable first (equal ones: the lower id first).
+export function distribution(logits, temperature, topP) {
+  if (!(temperature >= 0)) throw new Error(`temperature must be >= 0; got ${temperature}`);
+  if (temperature === 0) return [{ id: argmax(logits), p: 1 }];
+  const kept = topPFilter(logits.map((value) => value / temperature), topP);
+  const p = softmax(kept);
+  const ids = [];
+  for (let id = 0; id < kept.length; id++) if (kept[id] > -Infinity) ids.push(id);
+  return ids.sort((a, b) => p[b] - p[a] || a - b).map((id) => ({ id, p: p[id] }));
+}
+
 // --- The poet's vocabulary: which characters of a prompt it knows -----------------------------
 // Returns {ids} or {error}; the error names every character the poet never saw, once each.
 export function checkPrompt(model, prompt, acrostic) {
@@ -155,7 +189,8 @@ export function checkPrompt(model, prompt, acrostic) {
 }
 
 // --- poet.py's Poet.write, one character at a time -------------------------------------------
-// A generator: yields {id, ids} after each chosen character; returns the whole poem's ids
+// A generator: yields {id, ids, logits} after each chosen character (logits: the scores it was
+// drawn from, with the masks applied, before the temperature); returns the whole poem's ids
 // (starting with <s>). `options.keepLogits` also keeps the model's logits of every step (before
 // any masking) in `options.steps`.
 export function* writeSteps(model, prompt, options = {}) {
@@ -190,6 +225,7 @@ export function* writeSteps(model, prompt, options = {}) {
       const keep = verses < heads.length ? heads[verses] : boundary_id;
       logits = logits.map((_, id) => (id === keep ? 0 : -Infinity));
     }
+    const allowed = logits;
     let chosen;
     if (temperature > 0) {
       let scaled = topPFilter(logits.map((value) => value / temperature), topP);
@@ -201,7 +237,7 @@ export function* writeSteps(model, prompt, options = {}) {
     if (chosen === boundary_id || offset >= config.max_len) break;
     ids.push(chosen);
     feed = [chosen];
-    yield { id: chosen, ids };
+    yield { id: chosen, ids, logits: allowed };
   }
   return ids;
 }

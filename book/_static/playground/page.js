@@ -1,6 +1,6 @@
 // What both playground pages share (playground.js, the translator's page; poet-page.js, the
-// poem page): the page's elements and messages, and the attention map, a Vega-Lite heatmap of
-// one head's weights drawn with the Vega-Embed the book vendors (book/_static/vendor).
+// poem page): the Web Worker that runs the models (ModelWorker), a pause in typing (debounce),
+// the page's elements and messages, and the attention map, a heatmap of one head's weights.
 
 export const here = new URL(".", import.meta.url); // .../_static/playground/
 
@@ -12,6 +12,171 @@ export function say(id, text) {
   message.textContent = text;
   message.hidden = !text;
 }
+
+// --- The models run in worker.js, off the page's thread ----------------------------------------
+// request(op, args, onProgress) posts one job and returns the promise of its result; cancel()
+// stops every job at once (the worker is ended, and the next request starts a new one, which
+// loads its models again from the Cache API) and rejects their promises with a Cancelled error.
+export class Cancelled extends Error {}
+
+export class ModelWorker {
+  constructor() {
+    this.worker = null;
+    this.jobs = new Map(); // id -> {resolve, reject, onProgress}
+    this.next = 0;
+  }
+
+  get busy() {
+    return this.jobs.size > 0;
+  }
+
+  request(op, args, onProgress = null) {
+    if (!this.worker) this.start();
+    const id = ++this.next;
+    return new Promise((resolve, reject) => {
+      this.jobs.set(id, { resolve, reject, onProgress });
+      this.worker.postMessage({ id, op, args });
+    });
+  }
+
+  start() {
+    this.worker = new Worker(new URL("worker.js", here), { type: "module" });
+    this.worker.addEventListener("message", ({ data }) => {
+      const job = this.jobs.get(data.id);
+      if (!job) return; // cancelled
+      if ("progress" in data) return job.onProgress?.(data.progress);
+      this.jobs.delete(data.id);
+      if ("error" in data) job.reject(new Error(data.error));
+      else job.resolve(data.result);
+    });
+    this.worker.addEventListener("error", (event) => {
+      event.preventDefault();
+      this.fail(new Error(event.message || "the model's worker failed to start"));
+    });
+  }
+
+  fail(error) {
+    const jobs = [...this.jobs.values()];
+    this.jobs.clear();
+    this.worker?.terminate();
+    this.worker = null;
+    for (const job of jobs) job.reject(error);
+  }
+
+  cancel() {
+    this.fail(new Cancelled("cancelled"));
+  }
+}
+
+// `action` once the calls stop for `ms` milliseconds: the reader has paused.
+export function debounce(action, ms) {
+  let timer = null;
+  return (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => action(...args), ms);
+  };
+}
+
+// --- The distribution of one step, as bars -----------------------------------------------------
+// `kept`: [{id, p}] most probable first (gpt.js's distribution); each bar an <li> with
+// data-token, data-probability (the probability in the distribution the token was drawn or
+// chosen from) and, on the token written, data-chosen; the same figures as text for screen
+// readers. `label(id)` names a token; `prefix` names the page's CSS classes.
+export function barsHtml(kept, label, chosen, prefix) {
+  const top = kept.length ? kept[0].p : 1;
+  return kept
+    .map(({ id, p }) => {
+      const mark = id === chosen;
+      const percent = (100 * p).toFixed(p < 0.001 ? 3 : 1);
+      return (
+        `<li data-token="${escapeHtml(label(id))}" data-probability="${p}"` +
+        `${mark ? ` data-chosen class="${prefix}-chosen"` : ""}>` +
+        `<span class="${prefix}-bar-token">${escapeHtml(label(id))}</span>` +
+        `<span class="${prefix}-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span>` +
+        `<span class="${prefix}-bar-p">${percent}%${mark ? " (chosen)" : ""}</span></li>`
+      );
+    })
+    .join("");
+}
+
+// --- Attention, unfolded: one query's scores, mask and weights ---------------------------------
+// For one query position of one head: each key's scaled score q·k / sqrt(d_k) (chapter 2), the
+// mask (chapter 6: look-ahead; one sentence has no padding), and the weight, the softmax of the
+// scores left visible (chapter 2; the heads side by side, chapter 3). `scores` and `weights`:
+// the query's row of the head's maps (scores -Infinity where masked); `keys`: their labels;
+// `maskName`: what hides a key ("look-ahead"), or null for a map with no mask.
+export function drillDownHtml(keys, scores, weights, { query, maskName, what }) {
+  const rows = keys.map((key, k) => {
+    const masked = scores[k] === -Infinity;
+    const weight = weights[k];
+    return (
+      `<tr data-key="${k}" data-score="${scores[k]}" data-masked="${masked ? 1 : 0}" ` +
+      `data-weight="${weight}"><td>${escapeHtml(key)}</td>` +
+      `<td>${masked ? "—" : scores[k].toFixed(3)}</td>` +
+      `<td>${masked ? `−∞ (${escapeHtml(maskName)})` : "0"}</td>` +
+      `<td><span class="drill-bar" style="width:${(60 * weight).toFixed(1)}px"></span>` +
+      `${(100 * weight).toFixed(1)}%</td></tr>`
+    );
+  });
+  const mask = maskName
+    ? `chapter 6's ${maskName} mask adds −∞ to the keys it hides`
+    : "no mask (one sentence: no padding to hide)";
+  return (
+    `<table class="drill"><caption>${escapeHtml(what)}, query ${escapeHtml(query)}: ` +
+    `score = q·k / √d_k (chapter 2), then ${mask}, then softmax (chapter 2) gives the ` +
+    "weights, which sum to 100%</caption>" +
+    '<thead><tr><th scope="col">key</th><th scope="col">score q·k/√d_k</th>' +
+    '<th scope="col">+ mask</th><th scope="col">weight</th></tr></thead>' +
+    `<tbody>${rows.join("")}</tbody></table>`
+  );
+}
+
+// The rows of a (queries, keys) matrix as arrays.
+export const rowOf = (m, q) => Array.from(m.data.subarray(q * m.cols, (q + 1) * m.cols));
+
+// --- The logit lens: each layer's guess at the next token -------------------------------------
+// `lens[layer][step]`: [{id, p}] (transformer.js's and gpt.js's logitLens), the last layer the
+// model's own output; `steps`: each column's label; `label(id)` names a token. One row per layer,
+// each cell that layer's most probable next token (data-layer, data-step, data-token,
+// data-probability), marked where it already agrees with the model's own.
+export function lensHtml(lens, steps, label) {
+  const last = lens.length - 1;
+  const head = steps.map((step) => `<th scope="col">${escapeHtml(step)}</th>`).join("");
+  const rows = lens.map((layer, l) => {
+    const cells = layer.map(([{ id, p }], step) => {
+      const agrees = id === lens[last][step][0].id;
+      return (
+        `<td data-layer="${l}" data-step="${step}" data-token="${escapeHtml(label(id))}" ` +
+        `data-probability="${p}"${agrees ? ' class="lens-agrees"' : ""}>` +
+        `${escapeHtml(label(id))} <small>${(100 * p).toFixed(p < 0.1 ? 1 : 0)}%</small></td>`
+      );
+    });
+    const name = l === last ? `layer ${l} (the model's output)` : `layer ${l}`;
+    return `<tr><th scope="row">${name}</th>${cells.join("")}</tr>`;
+  });
+  return (
+    '<table class="lens"><caption>Each layer\'s output through the final norm and the ' +
+    "output layer: its most probable next token (highlighted where it already agrees with " +
+    "the model's own)</caption>" +
+    `<thead><tr><th scope="col">reads →</th>${head}</tr></thead>` +
+    `<tbody>${rows.join("")}</tbody></table>`
+  );
+}
+
+// --- The page's state in the URL's hash: a link opens the page in that state -----------------
+// "#task=translator&text=I+love+you&beam=4": the hash as URLSearchParams (empty without one).
+export const readHash = () => new URLSearchParams(location.hash.replace(/^#/, ""));
+
+// The hash set to `state` ({name: value}; null and undefined values left out), replacing the
+// history entry: the back button leaves the page, not each change of a control.
+export function writeHash(state) {
+  const entries = Object.entries(state).filter(([, value]) => value != null);
+  const hash = `#${new URLSearchParams(entries.map(([k, v]) => [k, String(v)])).toString()}`;
+  if (hash !== location.hash) history.replaceState(history.state, "", hash);
+}
+
+// A promise kept in a later task: the browser paints (and handles input) in between.
+export const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 export const megabytes = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 
@@ -26,56 +191,115 @@ export function escapeHtml(text) {
 export const numberOptions = (count) =>
   Array.from({ length: count }, (_, i) => `<option value="${i}">${i}</option>`).join("");
 
-// The heatmap's Vega-Lite spec. `rows` holds one {q, k, query, key, w} per drawn cell: the query
+// --- The attention map: a heatmap drawn as one SVG -------------------------------------------
+// Plain SVG, not Vega: a map of a long sentence has thousands of cells, and building them as
+// one string and setting it once keeps the page's thread free (a Vega chart of the same map took
+// several hundred milliseconds). `rows` holds one {q, k, query, key, w} per drawn cell: the query
 // and key positions (they order the axes), their labels, and the weight in percent.
-export function attentionSpec(rows, options) {
-  const { title, size, keyTitle, queryTitle, description, verticalKeys = false } = options;
-  return {
-    title,
-    ...(description ? { description } : {}),
-    data: { values: rows },
-    mark: "rect",
-    encoding: {
-      x: {
-        field: "key", type: "nominal", sort: { field: "k", op: "min" }, title: keyTitle,
-        axis: { labelOverlap: "greedy", ...(verticalKeys ? { labelAngle: -90 } : {}) },
-      },
-      y: {
-        field: "query", type: "nominal", sort: { field: "q", op: "min" }, title: queryTitle,
-        axis: { labelOverlap: "greedy" },
-      },
-      color: {
-        field: "w", type: "quantitative", title: "weight (%)",
-        scale: { scheme: "viridis", domain: [0, 100] },
-      },
-      tooltip: [
-        { field: "query", type: "nominal" },
-        { field: "key", type: "nominal" },
-        { field: "w", type: "quantitative", title: "weight (%)", format: ".1f" },
-      ],
-    },
-    width: size,
-    height: size,
-    config: { legend: { orient: "bottom", gradientLength: Math.min(size, 200) } },
-  };
+
+// Viridis (the colour scale of the book's charts), 0 to 1, as 9 stops linearly interpolated.
+const VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962",
+  "#addc30", "#fde725"].map((hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)));
+export function viridis(t) {
+  const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+  const f = x - i;
+  const rgb = VIRIDIS[i].map((c, j) => Math.round(c + f * (VIRIDIS[i + 1][j] - c)));
+  return `rgb(${rgb.join(",")})`;
 }
 
-// Draws the attention map (attentionSpec's rows and options) in `container`, replacing the one
-// drawn before; a drawing overtaken by a newer one is dropped. Once drawn, `marks(number)` (the
-// drawing's number) is written into the container's data attributes (the browser tests wait on
-// them). A promise, rejected if Vega-Embed fails.
-const charts = new WeakMap(); // container -> {latest: the newest drawing's number, view}
-export function drawAttentionMap(container, rows, options, marks) {
-  if (!charts.has(container)) charts.set(container, { latest: 0, view: null });
-  const chart = charts.get(container);
-  const drawing = ++chart.latest;
-  const spec = attentionSpec(rows, options);
-  return vegaEmbed(container, spec, { mode: "vega-lite", actions: false, renderer: "svg" }).then(
-    (result) => {
-      if (drawing !== chart.latest) return result.view.finalize(); // a newer drawing has started
-      if (chart.view) chart.view.finalize();
-      chart.view = result.view;
-      Object.assign(container.dataset, marks(drawing));
-    },
+let measurer = null; // a canvas context, to measure label widths
+function textWidth(text, font) {
+  measurer ??= document.createElement("canvas").getContext("2d");
+  measurer.font = font;
+  return measurer.measureText(text).width;
+}
+
+// A label cut to `max` pixels, with an ellipsis.
+function fit(text, max, font) {
+  if (textWidth(text, font) <= max) return text;
+  let cut = [...text];
+  while (cut.length > 1 && textWidth(`${cut.join("")}…`, font) > max) cut = cut.slice(0, -1);
+  return `${cut.join("")}…`;
+}
+
+// The heatmap's SVG text: options {title, description, size (the map's width in px), keyTitle,
+// queryTitle}. Labels that would overlap are thinned out (every n-th is kept).
+export function heatmapSvg(rows, options) {
+  const { title, description = title, size, keyTitle, queryTitle } = options;
+  const queries = [];
+  const keys = [];
+  for (const { q, k, query, key } of rows) {
+    queries[q] = query;
+    keys[k] = key;
+  }
+  const [nq, nk] = [queries.length, keys.length];
+  const font = "11px sans-serif";
+  const cell = Math.max(2, Math.min(28, size / Math.max(nq, nk, 1)));
+  const labelMax = Math.min(160, size * 0.45);
+  const queryLabels = queries.map((label) => fit(label ?? "", labelMax, font));
+  const keyLabels = keys.map((label) => fit(label ?? "", labelMax, font));
+  const left = 18 + Math.ceil(Math.max(0, ...queryLabels.map((l) => textWidth(l, font)))) + 6;
+  const below = Math.ceil(Math.max(0, ...keyLabels.map((l) => textWidth(l, font)))) + 6;
+  const top = 22;
+  const [width, height] = [nk * cell, nq * cell];
+  const legendY = top + height + below + 20;
+  const total = { w: Math.max(left + width + 4, left + 200), h: legendY + 34 };
+  const every = Math.ceil(12 / cell); // a label per 12 px at most
+  const parts = [];
+  for (const { q, k, query, key, w } of rows) {
+    parts.push(
+      `<rect x="${left + k * cell}" y="${top + q * cell}" width="${cell}" height="${cell}" ` +
+        `fill="${viridis(w / 100)}"><title>${escapeHtml(`${query} → ${key}: ${w}%`)}` +
+        "</title></rect>",
+    );
+  }
+  queryLabels.forEach((label, q) => {
+    if (q % every) return;
+    const y = top + (q + 0.5) * cell;
+    parts.push(`<text x="${left - 4}" y="${y}" text-anchor="end" dominant-baseline="middle">` +
+      `${escapeHtml(label)}</text>`);
+  });
+  keyLabels.forEach((label, k) => {
+    if (k % every) return;
+    const x = left + (k + 0.5) * cell;
+    const y = top + height + 4;
+    parts.push(`<text transform="translate(${x},${y}) rotate(-90)" text-anchor="end" ` +
+      `dominant-baseline="middle">${escapeHtml(label)}</text>`);
+  });
+  const stops = VIRIDIS.map((_, i) => {
+    const t = i / (VIRIDIS.length - 1);
+    return `<stop offset="${t}" stop-color="${viridis(t)}"/>`;
+  }).join("");
+  parts.push(
+    `<text x="0" y="14" font-weight="bold">${escapeHtml(title)}</text>`,
+    `<text transform="translate(10,${top + height / 2}) rotate(-90)" text-anchor="middle">` +
+      `${escapeHtml(queryTitle)}</text>`,
+    `<text x="${left + width / 2}" y="${legendY - 6}" text-anchor="middle">` +
+      `${escapeHtml(keyTitle)}</text>`,
+    `<defs><linearGradient id="viridis-legend">${stops}</linearGradient></defs>`,
+    `<rect x="${left}" y="${legendY + 4}" width="160" height="10" fill="url(#viridis-legend)"/>`,
+    `<text x="${left}" y="${legendY + 28}">0</text>`,
+    `<text x="${left + 160}" y="${legendY + 28}" text-anchor="end">100</text>`,
+    `<text x="${left + 168}" y="${legendY + 13}">weight (%)</text>`,
   );
+  return (
+    `<svg class="marks" xmlns="http://www.w3.org/2000/svg" role="img" ` +
+    `aria-label="${escapeHtml(description)}" width="${total.w}" height="${total.h}" ` +
+    `viewBox="0 0 ${total.w} ${total.h}" font-family="sans-serif" font-size="11" ` +
+    `fill="currentColor" style="max-width:100%;height:auto">${parts.join("")}</svg>`
+  );
+}
+
+// Draws the attention map (heatmapSvg's rows and options) in `container`, replacing the one
+// drawn before. Once drawn, `marks(number)` (the drawing's number) is written into the
+// container's data attributes (the browser tests wait on them). A promise, as drawing may one
+// day be asynchronous again.
+const drawings = new WeakMap(); // container -> the number of its latest drawing
+export function drawAttentionMap(container, rows, options, marks) {
+  const drawing = (drawings.get(container) ?? 0) + 1;
+  drawings.set(container, drawing);
+  container.innerHTML = heatmapSvg(rows, options);
+  Object.assign(container.dataset, marks(drawing));
+  return Promise.resolve();
 }

@@ -1,13 +1,19 @@
-// The poem page (book/playground_poems.md): loads the poet when the reader asks, writes a poem
-// with gpt.js one character at a time, and draws the attention map of the layer and head chosen
-// over the written poem (page.js draws it).
+// The poem page (book/playground_poems.md): loads the poet when the reader asks, has gpt.js
+// write a poem one character at a time in the page's Web Worker (worker.js), and draws the
+// attention map of the layer and head chosen over the written poem (page.js draws it).
 import * as PoetGPT from "./gpt.js";
-import { drawAttentionMap, element, here, megabytes, numberOptions, say as sayIn } from "./page.js";
+import {
+  Cancelled, ModelWorker, barsHtml, debounce, drawAttentionMap, drillDownHtml, element,
+  escapeHtml, here, lensHtml, megabytes, numberOptions, readHash, rowOf, say as sayIn, writeHash,
+} from "./page.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
-let model = null;
+const worker = new ModelWorker();
+const poetUrl = new URL("poet.json", here).href;
+let model = null; // {meta, ids}: what the page needs of the poet (the weights are in the worker)
 let loading = null;
 let writing = 0; // the number of the latest poem: an older one stops when a new one starts
+let stopped = 0; // the number of the poem the reader stopped
 let last = null; // the latest finished poem's ids, for the attention controls
 
 const say = (text) => sayIn("poet-message", text);
@@ -20,11 +26,14 @@ async function load() {
   button.disabled = true;
   progress.hidden = false;
   status.textContent = "loading…";
-  loading = PoetGPT.loadPoet(new URL("poet.json", here).href, (received, total) => {
+  const shown = ({ loaded: received, total }) => {
     progress.value = received / total;
     status.textContent = `${megabytes(received)} of ${megabytes(total)}`;
-  })
-    .then((loaded) => {
+  };
+  loading = worker
+    .request("loadPoet", { url: poetUrl }, shown)
+    .then(({ meta }) => {
+      const loaded = { meta, ids: new Map(meta.tokens.map((token, id) => [token, id])) };
       model = loaded;
       const { bytes } = loaded.meta.weights;
       const characters = (loaded.meta.tokens.length - 3).toLocaleString("en");
@@ -33,6 +42,7 @@ async function load() {
       progress.hidden = true;
       describe(loaded.meta);
       fillControls(loaded.meta);
+      applyLayerAndHead();
       element("poet-form").hidden = false;
       return loaded;
     })
@@ -67,6 +77,49 @@ function fillControls(meta) {
     .join(" ");
 }
 
+// The page's state in the hash (a link opens the page so, loads the poet and writes): the mode,
+// the characters, temperature, top-p, seed, and the attention map's layer and head.
+let pending = null; // a state from the hash whose layer and head wait for the poet
+const FIELDS = { prompt: "poet-prompt", temperature: "poet-temperature", top_p: "poet-top-p",
+  seed: "poet-seed" };
+
+function saveState() {
+  const state = { mode: element("poet-acrostic").checked ? "acrostic" : "continue" };
+  for (const [name, id] of Object.entries(FIELDS)) state[name] = element(id).value;
+  if (model) Object.assign(state, { layer: element("poet-layer").value,
+    head: element("poet-head").value });
+  writeHash(state);
+}
+
+function applyState(state) {
+  const mode = state.get("mode");
+  if (mode === "acrostic" || mode === "continue") {
+    element(mode === "acrostic" ? "poet-acrostic" : "poet-continue").checked = true;
+  }
+  for (const [name, id] of Object.entries(FIELDS)) {
+    if (state.has(name)) element(id).value = state.get(name);
+  }
+  pending = state;
+  if (model) applyLayerAndHead();
+}
+
+function applyLayerAndHead() {
+  for (const name of ["layer", "head"]) {
+    const select = element(`poet-${name}`);
+    const value = pending?.get(name);
+    if ([...select.options].some((option) => option.value === value)) select.value = value;
+  }
+  pending = null;
+}
+
+// Opens the state in the hash, if there is one: the poet loads and writes.
+function openState() {
+  const state = readHash();
+  if (![...state.keys()].length) return;
+  applyState(state);
+  load().then(write);
+}
+
 function settings() {
   const number = (id) => Number(element(id).value);
   return {
@@ -90,6 +143,75 @@ function problem(chosen) {
 // The poem as couplets: a line break after each 。 or ？.
 const asLines = (text) => text.replace(/([。？])/g, "$1\n").trim();
 
+// --- The distribution of any step ----------------------------------------------------------
+// The written poem as asLines lays it out, each written character an element with its step
+// (0-based; the characters of a first verse given to continue are not steps), which opens the
+// step's distribution when clicked or tabbed to.
+let steps = null; // the latest poem: {ids, logits: per step, first: the index of step 0 in ids}
+let openStep = null;
+
+function poemTokens(ids, first) {
+  const parts = [];
+  for (let i = 1; i < ids.length; i++) {
+    const character = escapeHtml(model.meta.tokens[ids[i]]);
+    parts.push(
+      i >= first
+        ? `<span class="poet-token" data-step="${i - first}" tabindex="0" role="button" ` +
+            `aria-label="step ${i - first}: ${character}">${character}</span>`
+        : character,
+    );
+    if ("。？".includes(model.meta.tokens[ids[i]]) && i < ids.length - 1) parts.push("\n");
+  }
+  return parts.join("");
+}
+
+function closeDistribution() {
+  openStep = null;
+  element("poet-distribution").hidden = true;
+}
+
+// The bars of step `step`: the allowed logits, divided by the temperature now set, cut to top-p
+// and renormalised (gpt.js's distribution), the written character marked. Redrawn when the
+// temperature or top-p changes, without running the model again.
+function showDistribution(step) {
+  if (!steps || !(step >= 0 && step < steps.logits.length)) return;
+  openStep = step;
+  const { temperature, topP } = settings();
+  const panel = element("poet-distribution");
+  panel.hidden = false;
+  const written = steps.ids[steps.first + step];
+  const tokens = model.meta.tokens;
+  element("poet-dist-title").textContent =
+    `Step ${step}: the distribution ${tokens[written]} was drawn from`;
+  for (const token of document.querySelectorAll(".poet-token")) {
+    token.classList.toggle("poet-open", token.dataset.step === String(step));
+  }
+  const bars = element("poet-bars");
+  if (!(temperature >= 0 && temperature <= 2) || !(topP > 0 && topP <= 1)) {
+    bars.innerHTML = "";
+    element("poet-dist-note").textContent = "Set a temperature from 0 to 2 and a top-p in (0, 1].";
+    return;
+  }
+  const kept = PoetGPT.distribution(steps.logits[step], temperature, topP);
+  // Every kept character has its bar (top-p at a high temperature keeps over a thousand: the
+  // list scrolls), so the bars' probabilities add up to 1.
+  bars.innerHTML = barsHtml(kept, (id) => tokens[id], written, "poet");
+  bars.dataset.kept = String(kept.length);
+  bars.dataset.temperature = String(temperature);
+  bars.dataset.topP = String(topP);
+  const outside = kept.some(({ id }) => id === written)
+    ? ""
+    : ` ${tokens[written]}, written with other settings, is not among them.`;
+  const allowed = steps.logits[step].filter((value) => value > -Infinity).length;
+  element("poet-dist-note").textContent = allowed === 1
+    ? `Here the 藏头诗 allows only ${tokens[written]}: every other logit is set to −∞.`
+    : (temperature === 0
+      ? "Temperature 0: the most probable character, always (greedy)."
+      : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ${kept.length} ` +
+        `character${kept.length === 1 ? "" : "s"} (their probabilities renormalised to sum ` +
+        "to 1); the draw picks one of them.") + outside;
+}
+
 function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
   const args = [JSON.stringify(prompt.trim()), `temperature=${temperature}`, `top_p=${topP}`];
   args.push(`seed=${seed}`);
@@ -111,30 +233,54 @@ async function write() {
     return;
   }
   say("");
+  saveState();
   element("poet-output").hidden = false;
   const number = ++writing;
+  poem.dataset.number = String(number);
   poem.dataset.done = "";
   poem.textContent = "";
   element("poet-timing").textContent = "";
-  const steps = PoetGPT.writeSteps(model, chosen.prompt, chosen);
-  let computing = 0;
+  // The worker writes the poem; its characters are shown one every DELAY_MS as they come.
+  const queue = [];
+  const stepLogits = []; // per step: the allowed logits the character was drawn from
+  closeDistribution();
+  const options = { temperature: chosen.temperature, topP: chosen.topP, seed: chosen.seed,
+    acrostic: chosen.acrostic };
+  if (worker.busy) worker.cancel(); // an older poem still being written
+  element("poet-stop").hidden = false;
+  const job = worker.request("write", { url: poetUrl, prompt: chosen.prompt, options },
+    ({ ids, logits }) => {
+      queue.push(ids);
+      stepLogits.push(logits);
+    });
+  let finished = null;
+  job.then((result) => (finished = result), (error) => (finished = { stopped: true, error }));
   let written = 0;
-  let ids = null;
-  for (;;) {
-    const started = performance.now();
-    const { done, value } = steps.next();
-    computing += performance.now() - started;
-    if (done) {
-      ids = value;
-      break;
+  while (finished === null || queue.length) {
+    if (queue.length) {
+      written++;
+      poem.textContent = asLines(PoetGPT.decode(model, queue.shift()));
     }
-    written++;
-    poem.textContent = asLines(PoetGPT.decode(model, value.ids));
     await new Promise((resolve) => setTimeout(resolve, DELAY_MS));
     if (number !== writing) return; // a newer poem has started
+    if (stopped === number) {
+      finished = { stopped: true };
+      break;
+    }
   }
+  element("poet-stop").hidden = true;
+  if (finished.stopped) {
+    if (finished.error && !(finished.error instanceof Cancelled)) {
+      say(`the poet failed: ${finished.error.message}`);
+    }
+    poem.dataset.done = "stopped";
+    element("poet-timing").textContent = `Stopped after ${written} characters.`;
+    return;
+  }
+  const { ids, computingMs: computing } = finished;
   const text = PoetGPT.decode(model, ids);
-  poem.textContent = asLines(text);
+  poem.innerHTML = poemTokens(ids, ids.length - stepLogits.length);
+  steps = { ids, logits: stepLogits, first: ids.length - stepLogits.length };
   poem.dataset.text = text;
   poem.dataset.done = "1";
   const rate = written / (computing / 1000);
@@ -151,13 +297,32 @@ async function write() {
   drawAttention();
 }
 
-// The attention map chosen, over the written poem: one pass without the cache.
-function drawAttention() {
+// Every attention map over the written poem (one pass without the cache, in the worker), kept
+// for the poem; then the one chosen is drawn.
+let maps = null; // {ids, attention: [layer][head] (queries, keys)}
+async function drawAttention() {
   if (!last || !model) return;
+  const ids = last;
+  if (maps?.ids !== ids) {
+    let attention;
+    let scores;
+    let lens;
+    try {
+      ({ attention, scores, lens } = await worker.request("poemAttention", { url: poetUrl, ids }));
+    } catch (error) {
+      if (!(error instanceof Cancelled)) say(`could not compute the attention: ${error.message}`);
+      return;
+    }
+    if (last !== ids) return; // a newer poem
+    maps = { ids, attention, scores };
+    const tokens = model.meta.tokens;
+    element("poet-lens").innerHTML = lensHtml(lens, ids.map((id, i) => `${i}: ${tokens[id]}`),
+      (id) => tokens[id]);
+    element("poet-lens").dataset.poem = ids.join(",");
+  }
   const layer = Number(element("poet-layer").value);
   const head = Number(element("poet-head").value);
-  const { attention } = PoetGPT.forward(model, last, null, 0, true);
-  const weights = attention[layer][head]; // (queries, keys)
+  const weights = maps.attention[layer][head]; // (queries, keys)
   const tokens = model.meta.tokens;
   const labels = last.map((id, i) => `${i}: ${tokens[id]}`);
   const rows = [];
@@ -175,11 +340,27 @@ function drawAttention() {
     size,
     keyTitle: "key (read)",
     queryTitle: "query (writing the next character)",
-    verticalKeys: true,
   };
   const key = `${last.join(",")}|${layer}|${head}`; // the browser test waits on it
   drawAttentionMap(container, rows, options, () => ({ drawn: key }))
     .catch((error) => say(`could not draw the attention map: ${error.message}`));
+  showDrill(labels, weights, maps.scores[layer][head], options.title);
+}
+
+// The map unfolded for the query chosen: its scores, the look-ahead mask, the weights (page.js).
+function showDrill(labels, weights, scores, title) {
+  const select = element("poet-query");
+  if (select.options.length !== labels.length || select.dataset.poem !== String(writing)) {
+    select.innerHTML = labels
+      .map((label, q) => `<option value="${q}">${escapeHtml(label)}</option>`)
+      .join("");
+    select.value = String(labels.length - 1);
+    select.dataset.poem = String(writing);
+  }
+  const q = Number(select.value);
+  element("poet-drill").innerHTML = drillDownHtml(labels, rowOf(scores, q), rowOf(weights, q),
+    { query: labels[q], maskName: "look-ahead", what: title });
+  element("poet-drill").dataset.drawn = `${title}|${q}`;
 }
 
 function start() {
@@ -200,14 +381,33 @@ function start() {
     element(acrostic ? "poet-acrostic" : "poet-continue").checked = true;
     write();
   });
+  element("poet-query").addEventListener("change", drawAttention);
   for (const id of ["poet-layer", "poet-head"]) {
-    element(id).addEventListener("change", drawAttention);
+    element(id).addEventListener("change", () => {
+      saveState();
+      drawAttention();
+    });
   }
-  let timer = null;
-  window.addEventListener("resize", () => {
-    clearTimeout(timer);
-    timer = setTimeout(drawAttention, 150);
+  // Any control changed: the hash follows at once, and the open step's bars are redrawn.
+  element("poet-form").addEventListener("input", () => {
+    saveState();
+    if (openStep !== null) showDistribution(openStep);
   });
+  const poem = element("poet-poem");
+  const open = (event) => {
+    const token = event.target.closest?.(".poet-token");
+    if (token) showDistribution(Number(token.dataset.step));
+  };
+  poem.addEventListener("click", open);
+  poem.addEventListener("focusin", open);
+  element("poet-form").addEventListener("change", saveState);
+  window.addEventListener("hashchange", openState);
+  window.addEventListener("resize", debounce(drawAttention, 150));
+  element("poet-stop").addEventListener("click", () => {
+    stopped = writing;
+    worker.cancel();
+  });
+  openState();
 }
 
 start(); // a module runs once the page is parsed

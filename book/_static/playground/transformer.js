@@ -11,7 +11,7 @@
 // from the same file.
 import {
   argmax, embed, feedForward, layerNorm, loadWeights, logSoftmax, multiHeadAttention, newCache,
-  outputScores, sinusoidalTable, sublayerConnection,
+  outputScores, sinusoidalTable, sublayerConnection, topIds,
 } from "./core.js";
 import { fromMeta } from "./tokenizer.js";
 
@@ -65,18 +65,21 @@ function finalNorm(model, prefix, x) {
 export function encode(model, sourceTokens) {
   let x = embedTokens(model, sourceTokens, "source_embed"); // (source, d_model)
   const maps = [];
+  const scores = [];
   for (let layer = 0; layer < model.meta.config.num_layers; layer++) {
     const prefix = `encoder.layers.${layer}`;
     x = sublayer(model, `${prefix}.sublayers.0`, x, (normed) => {
       const result = attention(model, `${prefix}.self_attn`, normed, normed);
       maps.push(result.weights); // per head: (source, source)
+      scores.push(result.scores); // per head: the scaled scores q·k / sqrt(d_k)
       return result.output;
     });
     x = sublayer(model, `${prefix}.sublayers.1`, x, (normed) =>
       ffn(model, `${prefix}.feed_forward`, normed),
     );
   }
-  return { memory: finalNorm(model, "encoder", x), attention: maps }; // memory (source, d_model)
+  // memory (source, d_model)
+  return { memory: finalNorm(model, "encoder", x), attention: maps, scores };
 }
 
 // --- Chapter 07_cross_attention: the decoder: masked self-attention, cross-attention, FFN ---
@@ -86,6 +89,9 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
   let x = embedTokens(model, targetTokens, "target_embed", offset); // (target, d_model)
   const selfAttention = [];
   const crossAttention = [];
+  const selfScores = [];
+  const crossScores = [];
+  const layerOutputs = []; // each layer's output (target, d_model), for the logit lens
   for (let layer = 0; layer < model.meta.config.num_layers; layer++) {
     const prefix = `decoder.layers.${layer}`;
     const cache = caches ? caches[layer] : { self: null, cross: null };
@@ -93,6 +99,7 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
       const options = { causal: offset, cache: cache.self };
       const result = attention(model, `${prefix}.self_attn`, normed, normed, options);
       selfAttention.push(result.weights); // per head: (target, target), zero above the diagonal
+      selfScores.push(result.scores); // -Infinity above the diagonal
       return result.output;
     });
     x = sublayer(model, `${prefix}.sublayers.1`, x, (normed) => {
@@ -100,13 +107,18 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
       const options = { cache: cache.cross };
       const result = attention(model, `${prefix}.cross_attn`, normed, memory, options);
       crossAttention.push(result.weights); // per head: (target, source)
+      crossScores.push(result.scores);
       return result.output;
     });
     x = sublayer(model, `${prefix}.sublayers.2`, x, (normed) =>
       ffn(model, `${prefix}.feed_forward`, normed),
     );
+    layerOutputs.push(x);
   }
-  return { hidden: finalNorm(model, "decoder", x), selfAttention, crossAttention };
+  return {
+    layerOutputs,
+    hidden: finalNorm(model, "decoder", x), selfAttention, crossAttention, selfScores, crossScores,
+  };
 }
 
 // --- Chapter 08_linear_and_softmax: scores over the vocabulary, then log_softmax ---------------
@@ -211,7 +223,28 @@ export function inspect(model, sourceTokens, tokens) {
       "decoder self-attention": decoded.selfAttention, // [layer][head]: (target, target)
       "decoder cross-attention": decoded.crossAttention, // [layer][head]: (target, source)
     },
+    scores: { // the same maps before the softmax: q·k / sqrt(d_k), -Infinity where masked
+      "encoder self-attention": encoded.scores,
+      "decoder self-attention": decoded.selfScores,
+      "decoder cross-attention": decoded.crossScores,
+    },
   };
+}
+
+// --- The logit lens: what each decoder layer would say if it were the last --------------------
+// Each decoder layer's output through the decoder's final norm (if it has one) and the output
+// layer, over a decoded sequence: per layer, per step, the `top` most probable next tokens
+// [{id, p}]. The last layer's lens is the model's own output.
+export function logitLens(model, sourceTokens, tokens, top = 3) {
+  const { memory } = encode(model, sourceTokens);
+  const { layerOutputs } = decode(model, memory, tokens.slice(0, -1));
+  return layerOutputs.map((x) => {
+    const hidden = finalNorm(model, "decoder", x);
+    return tokens.slice(1).map((_, row) => {
+      const { logProbs } = generator(model, hidden, row);
+      return topIds(logProbs, top).map((id) => ({ id, p: Math.exp(logProbs[id]) }));
+    });
+  });
 }
 
 // --- The vocabularies (chapter 09's CharVocab): a token is a character, or a word --------------

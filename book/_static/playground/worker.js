@@ -1,0 +1,114 @@
+// The playground's models in a Web Worker (a module worker, started by page.js's ModelWorker):
+// the page's own thread only draws, so a long sentence or a long poem never freezes it.
+//
+// The page posts {id, op, args}; the worker answers {id, progress} any number of times (the
+// download, the characters of a poem so far), then {id, result} or {id, error}. Each op is a
+// function of OPS below. Models are loaded once per worker (their weights from the Cache API
+// after the first visit: core.js's cachedBytes) and kept by URL.
+import * as TransformerBook from "./transformer.js";
+import * as PoetGPT from "./gpt.js";
+
+const models = new Map(); // URL of the JSON file -> the promise of its loaded model
+
+function model(url, load, progress) {
+  if (!models.has(url)) {
+    const loading = load(url, (loaded, total) => progress({ loaded, total }));
+    models.set(url, loading);
+    loading.catch(() => models.delete(url)); // asked again, it tries again
+  }
+  return models.get(url);
+}
+
+const translatorModel = (url, progress = () => {}) =>
+  model(url, TransformerBook.loadModel, progress);
+const poetModel = (url, progress = () => {}) => model(url, PoetGPT.loadPoet, progress);
+
+// Tokens up to and including the first end token (a finished beam is padded with it).
+function untilEnd(tokens, endId) {
+  const end = tokens.indexOf(endId, 1);
+  return end === -1 ? tokens : tokens.slice(0, end + 1);
+}
+
+const OPS = {
+  // An encoder-decoder task (dates, number words, the translator): its metadata.
+  async loadTask({ url }, progress) {
+    return { meta: (await translatorModel(url, progress)).meta };
+  },
+
+  // Chapter 10's greedy decoding and beam search of `text`, and one teacher-forced pass over
+  // each output (chapter 9): the steps' logits and log-probabilities, every attention map.
+  async translate({ url, text, beamSize }) {
+    const loaded = await translatorModel(url);
+    const encoded = TransformerBook.encodeText(loaded, text);
+    if (encoded.error) return { error: encoded.error };
+    const limit = TransformerBook.maxNewTokens(loaded, encoded.ids.length);
+    const alpha = loaded.meta.length_penalty ?? 0;
+    let started = performance.now();
+    const greedy = TransformerBook.greedyDecode(loaded, encoded.ids, limit);
+    const greedyMs = performance.now() - started;
+    started = performance.now();
+    const beam = TransformerBook.beamSearch(loaded, encoded.ids, limit, beamSize, alpha);
+    const beamMs = performance.now() - started;
+    const beamTokens = untilEnd(beam.tokens, loaded.meta.end_id);
+    const greedySeen = TransformerBook.inspect(loaded, encoded.ids, greedy.tokens);
+    const beamSeen = TransformerBook.inspect(loaded, encoded.ids, beamTokens);
+    return {
+      ids: encoded.ids,
+      unknown: encoded.unknown ?? [],
+      sourcePieces: TransformerBook.splitText(loaded, text),
+      greedy: {
+        tokens: greedy.tokens,
+        text: TransformerBook.decodeTokens(loaded, greedy.tokens),
+        steps: greedy.steps,
+        attention: greedySeen.attention,
+        scores: greedySeen.scores,
+        lens: TransformerBook.logitLens(loaded, encoded.ids, greedy.tokens),
+      },
+      beam: {
+        tokens: beamTokens,
+        score: beam.score,
+        text: TransformerBook.decodeTokens(loaded, beamTokens),
+        steps: beamSeen.steps,
+        attention: beamSeen.attention,
+      },
+      greedyMs,
+      beamMs,
+    };
+  },
+
+  // The poet (chapter 15): its metadata.
+  async loadPoet({ url }, progress) {
+    return { meta: (await poetModel(url, progress)).meta };
+  },
+
+  // A poem, one character at a time: each step's ids, and the logits the character was drawn
+  // from, go to the page as they are chosen.
+  async write({ url, prompt, options }, progress) {
+    const loaded = await poetModel(url);
+    const steps = PoetGPT.writeSteps(loaded, prompt, options);
+    let computing = 0;
+    for (;;) {
+      const started = performance.now();
+      const { done, value } = steps.next();
+      computing += performance.now() - started;
+      if (done) return { ids: value, computingMs: computing };
+      progress({ ids: value.ids.slice(), logits: value.logits });
+    }
+  },
+
+  // Every attention map over a written poem (one pass without the cache), and its logit lens.
+  async poemAttention({ url, ids }) {
+    const loaded = await poetModel(url);
+    const { attention, scores } = PoetGPT.forward(loaded, ids, null, 0, true);
+    return { attention, scores, lens: PoetGPT.logitLens(loaded, ids) };
+  },
+};
+
+self.addEventListener("message", async ({ data: { id, op, args } }) => {
+  try {
+    const result = await OPS[op](args, (progress) => self.postMessage({ id, progress }));
+    self.postMessage({ id, result });
+  } catch (error) {
+    self.postMessage({ id, error: error.message });
+  }
+});

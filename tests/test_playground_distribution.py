@@ -1,0 +1,231 @@
+"""The distribution of any step (issue 36), on the built playground pages, against the package.
+
+Each written character of a poem is an element with ``data-step``; clicking or tabbing to it
+opens that step's bars: ``data-token`` and ``data-probability`` (the probability in the
+distribution the character was drawn from: after the temperature and the top-p cut,
+renormalised), ``data-chosen`` on the written one. Checked in headless Chromium, served on
+127.0.0.1 only:
+
+- the kept probabilities of a step sum to 1 within 1e-6;
+- the kept set is the package's own top-p filter (transformer_book.decoding.top_p_filter) on the
+  same step's logits, computed by the package's GPT from the poem's ids;
+- moving the temperature redraws the bars without running the model again: temperature 1.5
+  gives a higher entropy than 0.5;
+- at temperature 0 the one bar is the most probable character, and it is the written one.
+
+The translator page's steps show the softmax the decoder chose from (the package's own logits,
+within 1e-4); its temperature and top-p reshape them into the package's top-p set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import torch
+
+import export_poet_playground as exporter
+from browser_support import local_only_tab, serve
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
+JSON_PATH = REPO_ROOT / "book" / "_static" / "playground" / "poet.json"
+PAGE = "book/playground_poems.html"
+PROMPT = "白日依山尽，"  # a first verse to continue: only <pad> and <unk> are masked
+BARS_JS = """() => {
+  const bars = [...document.querySelectorAll('#poet-bars li[data-token]')];
+  return {
+    kept: Number(document.querySelector('#poet-bars').dataset.kept),
+    tokens: bars.map((bar) => bar.dataset.token),
+    p: bars.map((bar) => Number(bar.dataset.probability)),
+    chosen: bars.filter((bar) => bar.hasAttribute('data-chosen')).map((b) => b.dataset.token),
+    text: document.querySelector('#poet-bars').innerText,
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def poet():
+    return exporter.load_poet(JSON_PATH)
+
+
+def open_poem(browser, fragment: str):
+    if not (SITE / PAGE).exists():
+        pytest.fail(f"{SITE / PAGE} is not built: run `jupyter-book build .` first")
+    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#{fragment}", wait_until="load")
+    tab.wait_for_function(
+        "() => document.querySelector('#poet-poem').dataset.done === '1'", timeout=60_000
+    )
+    return context, tab, outside, errors
+
+
+def bars_for(tab, temperature: str) -> dict:
+    tab.locator("#poet-temperature").fill(temperature)
+    tab.wait_for_function(
+        "(t) => document.querySelector('#poet-bars').dataset.temperature === t",
+        arg=temperature,  # as JavaScript writes the number: "0.8", "1.5", "0.5"
+    )
+    return tab.evaluate(BARS_JS)
+
+
+def entropy(p: list[float]) -> float:
+    return -sum(x * math.log(x) for x in p if x > 0)
+
+
+@torch.no_grad()
+def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
+    from transformer_book.decoding import top_p_filter
+
+    poet, meta = poet
+    context, tab, outside, errors = open_poem(
+        browser, "mode=continue&prompt=白日依山尽，&temperature=0.8&top_p=0.9&seed=3"
+    )
+    text = tab.locator("#poet-poem").get_attribute("data-text")
+    tokens = tab.locator("#poet-poem .poet-token")
+    count = tokens.count()
+    step = 3
+    tokens.nth(step).click()
+    at_08 = bars_for(tab, "0.8")
+    number = tab.locator("#poet-poem").get_attribute("data-number")
+    at_15 = bars_for(tab, "1.5")
+    at_05 = bars_for(tab, "0.5")
+    after = tab.locator("#poet-poem").get_attribute("data-number")
+    still = tab.locator("#poet-poem").get_attribute("data-text")
+    context.close()
+
+    assert text.startswith(PROMPT) and count == len(text) - len(PROMPT)
+    ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
+    position = len(ids) - count - 1 + step  # the position whose logits chose step `step`
+    logits = poet.model(torch.tensor([ids[: position + 1]]))[0, -1].double()  # (vocab,)
+    logits[poet.vocab.pad_id] = logits[poet.vocab.unknown_id] = -math.inf
+    written = meta["tokens"][ids[position + 1]]
+    for temperature, bars in ((0.8, at_08), (1.5, at_15), (0.5, at_05)):
+        assert bars["kept"] == len(bars["p"]), "every kept character has its bar"
+        assert abs(sum(bars["p"]) - 1) <= 1e-6, (temperature, sum(bars["p"]))
+        kept = torch.isfinite(top_p_filter(logits / temperature, 0.9))
+        theirs = {meta["tokens"][i] for i in kept.nonzero().flatten().tolist()}
+        assert set(bars["tokens"]) == theirs, temperature
+        assert bars["p"] == sorted(bars["p"], reverse=True)
+    assert at_08["chosen"] == [written], "the written character is marked"
+    assert entropy(at_15["p"]) > entropy(at_05["p"])
+    assert f"{written}" in at_08["text"] and "(chosen)" in at_08["text"]  # as text, too
+    assert (after, still) == (number, text), "moving the temperature wrote another poem"
+    print(f"\nstep {step} ({written}): kept {at_05['kept']}, {at_08['kept']}, {at_15['kept']} "
+          f"characters at temperature 0.5, 0.8, 1.5; entropy {entropy(at_05['p']):.2f} < "
+          f"{entropy(at_15['p']):.2f} nats")
+    assert not outside and not errors, (outside, errors)
+
+
+@torch.no_grad()
+def test_temperature_0_marks_the_most_probable_character(browser, poet):
+    poet, meta = poet
+    context, tab, outside, errors = open_poem(
+        browser, "mode=acrostic&prompt=春花秋月&temperature=0&top_p=0.9&seed=0"
+    )
+    text = tab.locator("#poet-poem").get_attribute("data-text")
+    tokens = tab.locator("#poet-poem .poet-token")
+    steps = tokens.count()
+    tokens.nth(1).focus()  # tabbing to a character opens it too
+    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden")
+    bars = tab.evaluate(BARS_JS)
+    context.close()
+    assert text == poet.write("春花秋月", temperature=0, acrostic=True)
+    ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
+    logits = poet.model(torch.tensor([ids[:2]]))[0, -1]  # step 1: after <s> and one character
+    logits[poet.vocab.pad_id] = logits[poet.vocab.unknown_id] = -math.inf
+    logits[poet.vocab.boundary_id] = -math.inf  # a 藏头诗 cannot end before its last verse
+    assert steps == len(text)
+    assert bars["p"] == [1.0] and bars["kept"] == 1
+    assert bars["tokens"] == bars["chosen"] == [meta["tokens"][int(logits.argmax())]]
+    assert not outside and not errors, (outside, errors)
+
+
+@torch.no_grad()
+def test_a_translator_steps_bars_are_the_packages(browser):
+    import playground_files
+    from transformer_book.decoding import greedy_decode, top_p_filter
+    from transformer_book.masking import subsequent_mask
+
+    model, meta = playground_files.load_model(JSON_PATH.with_name("translator.json"))
+    text = meta["examples"][1]
+    page = "book/playground.html"
+    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
+    tab.goto(f"{serve(str(SITE))}/{page}#task=translator&text={quote(text)}", wait_until="load")
+    tab.wait_for_function(
+        "(text) => document.querySelector('#pg-attention').dataset.input === text",
+        arg=text, timeout=60_000,
+    )  # fmt: skip
+    step = 1
+    tab.locator("#pg-greedy-tokens .pg-token").nth(step).click()
+    translator_bars = BARS_JS.replace("#poet-bars", "#pg-bars")  # the same figures
+    plain = tab.evaluate(translator_bars)
+    tab.locator("#pg-top-p").fill("0.9")
+    tab.locator("#pg-temperature").fill("0.5")
+    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.kept !== "
+                          f"'{plain['kept']}'")  # fmt: skip
+    reshaped = tab.evaluate(translator_bars)
+    context.close()
+
+    from transformer_book.translation import pretrained_translator
+
+    shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
+    source_ids = shipped.source_ids(text)
+    source = torch.tensor([source_ids])  # (1, source)
+    limit = min(2 * len(source_ids) + 10, meta["max_new_tokens"])
+    ids = greedy_decode(model, source, None, meta["start_id"], limit, end_id=meta["end_id"])
+    decoder_input = ids[:, : step + 1]  # (1, step + 1)
+    hidden = model.decode(model.encode(source, None), None, decoder_input,
+                          subsequent_mask(step + 1))  # fmt: skip
+    logits = model.generator.proj(hidden)[0, -1].double()  # (vocab,)
+    probabilities = logits.softmax(-1)
+    top = probabilities.topk(len(plain["p"]))
+    target = meta["target_tokens"]
+    assert plain["kept"] == len(target), "no cut: every token is kept"
+    assert plain["chosen"] == [target[int(ids[0, step + 1])]] == [plain["tokens"][0]]
+    assert plain["tokens"] == [target[i] for i in top.indices.tolist()]
+    assert max(abs(a - b) for a, b in zip(plain["p"], top.values.tolist())) <= 1e-4
+    kept = torch.isfinite(top_p_filter(logits / 0.5, 0.9)).nonzero().flatten().tolist()
+    assert reshaped["kept"] == len(kept) == len(reshaped["p"]), "all kept tokens shown"
+    assert set(reshaped["tokens"]) == {target[i] for i in kept}
+    assert abs(sum(reshaped["p"]) - 1) <= 1e-6
+    assert not outside and not errors, (outside, errors)
+
+
+VIEWS = [(1280, False), (1280, True), (390, False), (390, True)]
+
+
+@pytest.mark.parametrize(("width", "dark"), VIEWS,
+                         ids=[f"{w}-{'dark' if d else 'light'}" for w, d in VIEWS])  # fmt: skip
+def test_every_view_fits_the_screen(browser, width, dark):
+    """Both pages with everything open (a step's bars, the unfolded query, the logit lens):
+    nothing pans sideways, at a laptop's and a phone's width, in the light and dark themes."""
+    pages = [
+        ("book/playground.html", "task=translator&text="
+         + quote("Tom told Mary that he would like to visit Boston next summer.")
+         + "&beam=4&attn=cross&layer=1&head=2",
+         "() => document.querySelector('#pg-lens').dataset.input", "#pg-greedy-tokens .pg-token"),
+        ("book/playground_poems.html", "mode=acrostic&prompt=" + quote("春花秋月")
+         + "&temperature=1.5&top_p=0.95&seed=3",
+         "() => document.querySelector('#poet-lens').dataset.poem", "#poet-poem .poet-token"),
+    ]  # fmt: skip
+    for page, fragment, ready, token in pages:
+        if not (SITE / page).exists():
+            pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
+        context, tab, outside, errors = local_only_tab(
+            browser, width, dark=dark, console_types=("error", "warning")
+        )
+        tab.goto(f"{serve(str(SITE))}/{page}#{fragment}", wait_until="load")
+        tab.wait_for_function(ready, timeout=60_000)
+        tab.locator(token).nth(3).click()
+        widths = tab.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        theme = tab.evaluate("() => document.documentElement.dataset.theme")
+        context.close()
+        assert widths[0] <= widths[1], f"{page} at {width} px pans sideways: {widths}"
+        assert theme == ("dark" if dark else "light")
+        assert not outside and not errors, (page, outside, errors)

@@ -1,0 +1,144 @@
+"""Attention unfolded (issue 36): one query's scores, mask and weights, on the built pages.
+
+For a layer, head and query position, each page draws a table (page.js's drillDownHtml): per
+key, the scaled score q·k/√d_k, whether a mask hides it, and the weight. Checked in headless
+Chromium, served on 127.0.0.1 only, for the poet's self-attention and the translator's
+cross-attention and masked decoder self-attention:
+
+- the softmax of the drawn scores, the mask applied, equals the drawn weights within 1e-6;
+- masked cells (the look-ahead mask: keys after the query) have weight 0;
+- the scores are PyTorch's (the package's model on the same weights, the same tokens) within 1e-4.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import torch
+
+import export_poet_playground as exporter
+import playground_files
+from browser_support import local_only_tab, serve
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
+PLAYGROUND = REPO_ROOT / "book" / "_static" / "playground"
+TOLERANCE = 1e-4
+ROWS_JS = """(id) => [...document.querySelectorAll(`#${id} tbody tr`)].map((row) => ({
+  score: Number(row.dataset.score), masked: row.dataset.masked === '1',
+  weight: Number(row.dataset.weight)}))"""
+
+
+def open_page(browser, page: str, fragment: str):
+    if not (SITE / page).exists():
+        pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
+    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
+    tab.goto(f"{serve(str(SITE))}/{page}#{fragment}", wait_until="load")
+    return context, tab, outside, errors
+
+
+def drawn_rows(tab, drill: str, select: str, title: str, query: int) -> list[dict]:
+    tab.wait_for_function(f"() => document.querySelector('#{select}').options.length > {query}",
+                          timeout=60_000)  # fmt: skip
+    tab.select_option(f"#{select}", str(query))
+    tab.wait_for_function(
+        "([id, key]) => document.querySelector(`#${id}`).dataset.drawn === key",
+        arg=[drill, f"{title}|{query}"],
+        timeout=60_000,
+    )
+    return tab.evaluate(ROWS_JS, drill)
+
+
+def check_rows(rows: list[dict], masked_after: int | None) -> None:
+    """The drawn weights are the softmax of the drawn scores, the mask applied."""
+    visible = [row["score"] for row in rows if not row["masked"]]
+    top = max(visible)
+    total = sum(math.exp(score - top) for score in visible)
+    for k, row in enumerate(rows):
+        expected_masked = masked_after is not None and k > masked_after
+        assert row["masked"] == expected_masked, (k, row)
+        if row["masked"]:
+            assert row["weight"] == 0 and row["score"] == -math.inf, row
+        else:
+            assert abs(math.exp(row["score"] - top) / total - row["weight"]) <= 1e-6, row
+
+
+def capture_scores(attention_module, store: list):
+    """Wraps ``attend`` of one attention module: keeps its scaled scores (batch, heads, q, k)."""
+    original = attention_module.attend
+
+    def attend(queries, keys, values, mask, need_weights):
+        scale = attention_module.scale or 1 / math.sqrt(queries.size(-1))
+        store.append(queries @ keys.transpose(-2, -1) * scale)
+        return original(queries, keys, values, mask, need_weights)
+
+    attention_module.attend = attend
+
+
+@torch.no_grad()
+def test_the_poets_attention_unfolds_as_pytorchs(browser):
+    poet, _ = exporter.load_poet(PLAYGROUND / "poet.json")
+    context, tab, outside, errors = open_page(
+        browser, "book/playground_poems.html",
+        "mode=continue&prompt=" + quote("白日依山尽，") + "&temperature=0&top_p=0.9&seed=0"
+        "&layer=1&head=2",
+    )  # fmt: skip
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
+                          timeout=60_000)  # fmt: skip
+    text = tab.locator("#poet-poem").get_attribute("data-text")
+    query = 8
+    rows = drawn_rows(tab, "poet-drill", "poet-query", "layer 1, head 2", query)
+    context.close()
+    check_rows(rows, masked_after=query)
+    ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
+    store = []
+    capture_scores(poet.model.layers[1].self_attn, store)
+    poet.model(torch.tensor([ids]), need_weights=True)
+    theirs = store[0][0, 2, query, : query + 1].double()  # (keys up to the query,)
+    ours = torch.tensor([row["score"] for row in rows[: query + 1]], dtype=torch.float64)
+    difference = (ours - theirs).abs().max().item()
+    assert difference <= TOLERANCE, f"scores differ by {difference:.2e}"
+    assert not outside and not errors, (outside, errors)
+
+
+@torch.no_grad()
+def test_the_translators_attention_unfolds_as_pytorchs(browser):
+    from transformer_book.decoding import greedy_decode
+    from transformer_book.masking import subsequent_mask
+    from transformer_book.translation import pretrained_translator
+
+    model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
+    text = meta["examples"][1]
+    context, tab, outside, errors = open_page(
+        browser, "book/playground.html",
+        f"task=translator&text={quote(text)}&beam=4&attn=cross&layer=1&head=2",
+    )  # fmt: skip
+    tab.wait_for_function("(text) => document.querySelector('#pg-attention').dataset.input"
+                          " === text", arg=text, timeout=60_000)  # fmt: skip
+    cross = drawn_rows(tab, "pg-drill", "pg-query", "decoder cross-attention, layer 1, head 2", 2)
+    tab.select_option("#pg-kind", "1")  # the decoder's self-attention: the look-ahead mask
+    own = drawn_rows(tab, "pg-drill", "pg-query", "decoder self-attention, layer 1, head 2", 2)
+    context.close()
+    check_rows(cross, masked_after=None)
+    check_rows(own, masked_after=2)
+
+    shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
+    source = torch.tensor([shipped.source_ids(text)])  # (1, source)
+    limit = min(2 * source.size(1) + 10, meta["max_new_tokens"])
+    tokens = greedy_decode(model, source, None, meta["start_id"], limit, end_id=meta["end_id"])
+    cross_store, self_store = [], []
+    capture_scores(model.decoder.layers[1].cross_attn, cross_store)
+    capture_scores(model.decoder.layers[1].self_attn, self_store)
+    decoder_input = tokens[:, :-1]  # (1, steps)
+    model.decode(model.encode(source, None), None, decoder_input,
+                 subsequent_mask(decoder_input.size(1)), need_weights=True)  # fmt: skip
+    for rows, store, keys in ((cross, cross_store, len(cross)), (own, self_store, 3)):
+        theirs = store[0][0, 2, 2, :keys].double()
+        ours = torch.tensor([row["score"] for row in rows[:keys]], dtype=torch.float64)
+        difference = (ours - theirs).abs().max().item()
+        assert difference <= TOLERANCE, f"scores differ by {difference:.2e}"
+    assert not outside and not errors, (outside, errors)

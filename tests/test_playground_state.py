@@ -1,0 +1,237 @@
+"""Links that open a state (issue 36): the playground pages keep their state in the URL's hash.
+
+On the built pages (_build/html/book/playground.html and playground_poems.html), in headless
+Chromium served on 127.0.0.1 only:
+
+1. Each documented hash (book/contributing.md lists them; chapters link to them) opens the page
+   in that state: it loads the weights it needs and runs, and shows what the same settings
+   give when set by hand; reading the state back gives the hash's values.
+2. Changing a control updates the hash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, quote
+
+import pytest
+
+from browser_support import local_only_tab, serve
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
+PLAYGROUND = REPO_ROOT / "book" / "_static" / "playground"
+TRANSLATOR_PAGE = "book/playground.html"
+POEM_PAGE = "book/playground_poems.html"
+CONSOLE = ("error", "warning")
+
+
+def page_url(page: str) -> str:
+    if not (SITE / page).exists():
+        pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
+    return f"{serve(str(SITE))}/{page}"
+
+
+def hash_of(tab) -> dict[str, str]:
+    return dict(parse_qsl(tab.evaluate("() => location.hash").removeprefix("#")))
+
+
+def example(task: str, index: int = 1) -> str:
+    return json.loads((PLAYGROUND / f"{task}.json").read_text(encoding="utf-8"))["examples"][index]
+
+
+# --- 1. The translator page ---------------------------------------------------------------
+
+TRANSLATOR_STATES = [  # (task, text, beam, the attention map: kind, layer, head)
+    ("translator", example("translator", 1), "4", "cross", "1", "2"),
+    ("dates", example("dates", 1), "2", "encoder", "0", "3"),
+    ("numbers", example("numbers", 1), "6", "decoder", "1", "0"),
+]
+KIND_TITLES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
+               "cross": "decoder cross-attention"}  # fmt: skip
+
+
+def translated(tab, text: str) -> dict:
+    tab.wait_for_function(
+        "(text) => document.querySelector('#pg-attention').dataset.input === text "
+        "&& document.querySelector('#pg-attention svg.marks')",
+        arg=text,
+        timeout=60_000,
+    )
+    return tab.evaluate("""() => ({
+      task: document.querySelector('#pg-task').value,
+      text: document.querySelector('#pg-input').value,
+      beam: document.querySelector('#pg-beam-size').value,
+      kind: document.querySelector('#pg-kind').value,
+      layer: document.querySelector('#pg-layer').value,
+      head: document.querySelector('#pg-head').value,
+      greedy: document.querySelector('#pg-greedy-text').textContent,
+      beamText: document.querySelector('#pg-beam-text').textContent,
+      beamTitle: document.querySelector('#pg-beam-title').textContent,
+      map: document.querySelector('#pg-attention svg').getAttribute('aria-label'),
+    })""")
+
+
+@pytest.mark.parametrize("state", TRANSLATOR_STATES, ids=[s[0] for s in TRANSLATOR_STATES])
+def test_a_translator_hash_opens_its_state(browser, state):
+    task, text, beam, kind, layer, head = state
+    fragment = f"task={task}&text={quote(text)}&beam={beam}&attn={kind}&layer={layer}&head={head}"
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#{fragment}", wait_until="load")
+    opened = translated(tab, text)
+    back = hash_of(tab)
+
+    # The same state set by hand, on the page opened without a hash.
+    tab.goto(page_url(TRANSLATOR_PAGE), wait_until="load")
+    translated(tab, example("dates", 0))
+    tab.select_option("#pg-task", task)
+    translated(tab, example(task, 0))
+    tab.select_option("#pg-beam-size", beam)
+    tab.locator("#pg-input").fill(text)
+    tab.select_option("#pg-kind", str(list(KIND_TITLES).index(kind)))
+    tab.select_option("#pg-layer", layer)
+    tab.select_option("#pg-head", head)
+    tab.wait_for_function(
+        "(title) => document.querySelector('#pg-attention svg')?.getAttribute('aria-label')"
+        " === title",
+        arg=opened["map"],
+        timeout=60_000,
+    )
+    by_hand = translated(tab, text)
+    by_hand_hash = hash_of(tab)
+    context.close()
+    assert opened == by_hand
+    assert opened["map"] == f"{KIND_TITLES[kind]}, layer {layer}, head {head}"
+    assert opened["beamTitle"].startswith(f"Beam search ({beam} beams")
+    wanted = {"task": task, "text": text, "beam": beam, "attn": kind, "layer": layer, "head": head}
+    assert back == wanted, "reading the state back"
+    assert by_hand_hash == wanted, "the controls set by hand wrote the same hash"
+    assert not outside, f"the page asked for outside URLs: {outside}"
+    assert not errors, f"the page logged: {errors}"
+
+
+def test_the_translator_hash_matches_the_package(browser):
+    """The documented translator link shows the package's own greedy and beam translations."""
+    import playground_files
+    from transformer_book.translation import Translator, pretrained_translator
+
+    model, _ = playground_files.load_model(PLAYGROUND / "translator.json")
+    shipped, _ = pretrained_translator()
+    translator = Translator(model, shipped.bpe.merges, shipped.source_vocab,
+                            shipped.target_vocab, shipped.config)  # fmt: skip
+    text = example("translator", 1)
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#task=translator&text={quote(text)}&beam=4",
+             wait_until="load")  # fmt: skip
+    opened = translated(tab, text)
+    context.close()
+    assert opened["greedy"] == translator.translate([text], beam_size=1, batch_size=1)[0]
+    assert opened["beamText"] == translator.translate([text], 4, 0.6, 1)[0]
+    assert not outside and not errors, (outside, errors)
+
+
+def test_changing_a_translator_control_updates_the_hash(browser):
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(page_url(TRANSLATOR_PAGE), wait_until="load")
+    first = example("dates", 0)
+    translated(tab, first)
+    seen = [hash_of(tab)]
+    tab.select_option("#pg-head", "1")
+    seen.append(hash_of(tab))
+    tab.select_option("#pg-kind", "0")
+    seen.append(hash_of(tab))
+    typed = example("dates", 2)
+    tab.locator("#pg-input").fill(typed)
+    translated(tab, typed)
+    seen.append(hash_of(tab))
+    tab.select_option("#pg-beam-size", "3")
+    tab.wait_for_function("() => location.hash.includes('beam=3')")
+    seen.append(hash_of(tab))
+    context.close()
+    assert seen[0]["task"] == "dates" and seen[0]["text"] == first
+    assert seen[1]["head"] == "1"
+    assert seen[2]["attn"] == "encoder"
+    assert seen[3]["text"] == typed
+    assert seen[4]["beam"] == "3"
+    assert not outside and not errors, (outside, errors)
+
+
+# --- 2. The poem page ---------------------------------------------------------------------
+
+POEM_STATES = [  # the documented hashes: a 藏头诗 and a first verse to continue
+    {"mode": "acrostic", "prompt": "春花秋月", "temperature": "0.8", "top_p": "0.9", "seed": "3"},
+    {"mode": "continue", "prompt": "白日依山尽，", "temperature": "1.5", "top_p": "0.95",
+     "seed": "7"},
+]
+
+
+def poem_written(tab, after: str | None = None) -> str:
+    """The poem, once written; ``after``: a poem numbered after that one (data-number)."""
+    tab.wait_for_function(
+        "(after) => document.querySelector('#poet-poem').dataset.done === '1' && "
+        "Number(document.querySelector('#poet-poem').dataset.number) > Number(after ?? -1)",
+        arg=after,
+        timeout=60_000,
+    )
+    return tab.locator("#poet-poem").get_attribute("data-text")
+
+
+@pytest.mark.parametrize("state", POEM_STATES, ids=[s["mode"] for s in POEM_STATES])
+def test_a_poem_hash_opens_its_state(browser, state):
+    fragment = "&".join(f"{key}={quote(value)}" for key, value in state.items())
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(f"{page_url(POEM_PAGE)}#{fragment}&layer=1&head=2", wait_until="load")
+    opened = poem_written(tab)  # no button pressed: the link loads the poet and writes
+    back = hash_of(tab)
+    drawn = tab.locator("#poet-attention svg").get_attribute("aria-label")
+
+    tab.goto(page_url(POEM_PAGE), wait_until="load")  # the same settings, by hand
+    tab.locator("#poet-load").click()
+    poem_written(tab)
+    tab.locator("#poet-acrostic" if state["mode"] == "acrostic" else "#poet-continue").check()
+    tab.locator("#poet-prompt").fill(state["prompt"])
+    tab.locator("#poet-temperature").fill(state["temperature"])
+    tab.locator("#poet-top-p").fill(state["top_p"])
+    tab.locator("#poet-seed").fill(state["seed"])
+    before = tab.locator("#poet-poem").get_attribute("data-number")
+    tab.locator("#poet-write").click()
+    by_hand = poem_written(tab, after=before)
+    by_hand_hash = hash_of(tab)
+    context.close()
+    assert opened == by_hand, "the link wrote another poem than the same settings by hand"
+    assert back == {**state, "layer": "1", "head": "2"}, "reading the state back"
+    assert {key: by_hand_hash[key] for key in state} == state
+    assert drawn.startswith("Attention weights of layer 1, head 2"), drawn
+    if state["mode"] == "continue":
+        assert opened.startswith(state["prompt"])
+    else:
+        # each verse (after a ，, 。 or ？) opens with the next given character
+        starts = [opened[0]] + [opened[i + 1] for i, c in enumerate(opened[:-1]) if c in "，。？"]
+        assert "".join(starts[: len(state["prompt"])]) == state["prompt"], opened
+    assert not outside, f"the page asked for outside URLs: {outside}"
+    assert not errors, f"the page logged: {errors}"
+
+
+def test_changing_a_poem_control_updates_the_hash(browser):
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(page_url(POEM_PAGE), wait_until="load")
+    tab.locator("#poet-load").click()
+    poem_written(tab)
+    seen = [hash_of(tab)]
+    tab.locator("#poet-temperature").fill("1.5")
+    seen.append(hash_of(tab))
+    tab.locator("#poet-continue").check()
+    seen.append(hash_of(tab))
+    tab.locator("#poet-seed").fill("12")
+    seen.append(hash_of(tab))
+    tab.select_option("#poet-head", "1")
+    seen.append(hash_of(tab))
+    context.close()
+    assert seen[0]["mode"] == "acrostic" and seen[0]["seed"] == "0"
+    assert seen[1]["temperature"] == "1.5"
+    assert seen[2]["mode"] == "continue"
+    assert seen[3]["seed"] == "12"
+    assert seen[4]["head"] == "1"
+    assert not outside and not errors, (outside, errors)
