@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
 import pytest
 
 from browser_support import local_only_tab, serve
+from notebooks import chapters, sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
@@ -235,3 +237,42 @@ def test_changing_a_poem_control_updates_the_hash(browser):
     assert seen[3]["seed"] == "12"
     assert seen[4]["head"] == "1"
     assert not outside and not errors, (outside, errors)
+
+
+# --- 3. The links in the chapters ---------------------------------------------------------
+
+CHAPTER_LINK = re.compile(r'href="(playground(?:_poems)?\.html)#([^"]+)"')
+
+
+def chapter_links() -> list[tuple[str, str, str]]:
+    """(chapter, page, fragment) for every link from a chapter to a playground state."""
+    found = []
+    for chapter in chapters():
+        for text in sources(chapter, "markdown"):
+            found += [(chapter.stem, page, fragment) for page, fragment in CHAPTER_LINK.findall(text)]
+    return found
+
+
+def test_chapters_link_to_prepared_states():
+    linked = {chapter for chapter, _, _ in chapter_links()}
+    assert {"10_decoding", "14_translating", "15_writing_poems"} <= linked, linked
+
+
+@pytest.mark.parametrize("link", chapter_links(), ids=lambda link: f"{link[0]}:{link[2][:30]}")
+def test_a_chapter_link_opens_its_state(browser, link):
+    _, page, fragment = link
+    wanted = dict(parse_qsl(fragment))
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(f"{page_url('book/' + page)}#{fragment}", wait_until="load")
+    if page == "playground.html":
+        opened = translated(tab, wanted["text"])
+        assert opened["task"] == wanted["task"]
+        assert opened["greedy"] and opened["beamText"], opened
+    else:
+        poem = poem_written(tab)  # the link loads the poet and writes, no button pressed
+        assert poem, "no poem written"
+    back = hash_of(tab)
+    context.close()
+    assert {key: back.get(key) for key in wanted} == wanted, "the page did not keep the link's state"
+    assert not outside, f"the page asked for outside URLs: {outside}"
+    assert not errors, f"the page logged: {errors}"
