@@ -416,7 +416,9 @@ def test_the_page_translates(browser, exported, width, dark):
     assert tab.locator("#pg-loading").is_hidden()
     assert greedy_text == translator.translate([first], beam_size=1, batch_size=1)[0]
     assert beam_text == translator.translate([first], 4, 0.6, 1)[0]
-    assert "Tatoeba's translation" in tab.locator("#pg-answer").inner_text()
+    answer = tab.locator("#pg-answer").inner_text()
+    assert "Tatoeba's translation" in answer
+    assert "。." not in answer, answer  # a sentence that ends in 。 gets no second full stop
     assert tab.locator("#pg-beam-title").inner_text() == (
         "Beam search (4 beams, length penalty α = 0.6)"
     )

@@ -176,8 +176,9 @@ function showAnswer(loaded, text, outputs) {
   const said = verdicts.join("; ");
   const label = meta.answer_label ?? "The right answer";
   const wrong = meta.example_notes?.[index];
+  const ended = (text) => (/[.?!。？！]$/.test(text) ? text : `${text}.`); // no "。."
   note.textContent =
-    `${label}: ${answers.join(" / ")}. ${said[0].toUpperCase()}${said.slice(1)}.` +
+    `${ended(`${label}: ${answers.join(" / ")}`)} ${ended(said[0].toUpperCase() + said.slice(1))}` +
     (wrong
       ? ` The model gets this one wrong: ${wrong}.`
       : right.includes(false)
