@@ -162,22 +162,22 @@ def test_the_package_reexports_the_task():
 def test_trained_numbers_model_checkpoints_and_final_accuracy():
     from importlib.resources import files
 
-    from transformer_book import trained_numbers_model
+    from transformer_book import pretrained_numbers_model
     from transformer_book.training import exact_match_accuracy
 
     weights = files("transformer_book") / "weights"
     assert (weights / "numbers.pt").stat().st_size < 3_000_000  # every checkpoint, half precision
-    model, history = trained_numbers_model()
+    model, history = pretrained_numbers_model()
     assert not model.training and len(history) == 2000
     held_out = numbers_task(held_out=True)
     assert exact_match_accuracy(model, held_out, held_out.pairs(500, seed=2)) >= 0.97
-    early, early_history = trained_numbers_model(120)
+    early, early_history = pretrained_numbers_model(120)
     assert early_history == history[:120]  # the same run, stopped earlier
     assert exact_match_accuracy(early, held_out, held_out.pairs(500, seed=2)) < 0.7
 
 
 def test_trained_numbers_model_refuses_a_step_it_does_not_have():
-    from transformer_book import trained_numbers_model
+    from transformer_book import pretrained_numbers_model
 
     with pytest.raises(ValueError, match=r"no checkpoint after step=300; the package has \[120, 250, 500, 1000, 2000\]"):
-        trained_numbers_model(300)
+        pretrained_numbers_model(300)

@@ -251,15 +251,15 @@ def test_the_page_has_a_trained_model():
 
 
 def test_the_number_words_are_the_packages_final_model():
-    from transformer_book.numerals import NUMBERS_TRAINING, trained_numbers_model
+    from transformer_book.numerals import NUMBERS_TRAINING, pretrained_numbers_model
 
     model, meta = playground_files.load_model(PLAYGROUND / "numbers.json")
-    final, history = trained_numbers_model()
+    final, history = pretrained_numbers_model()
     for name, value in final.state_dict().items():
         assert torch.equal(value, model.state_dict()[name]), name
     assert meta["training"]["steps"] == history[-1]["step"] == 2000
     assert meta["training"]["smoothing"] == NUMBERS_TRAINING["smoothing"] == 0.0
-    assert meta["training"]["loaded_with"] == "transformer_book.numerals:trained_numbers_model"
+    assert meta["training"]["loaded_with"] == "transformer_book.numerals:pretrained_numbers_model"
 
 
 def test_the_manifest_gives_each_tasks_download():

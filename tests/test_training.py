@@ -90,9 +90,9 @@ def test_a_shorter_run_is_the_start_of_a_longer_one():
 
 
 def test_shipped_dates_model_is_chapter_9s_configuration_and_training():
-    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
+    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
 
-    model, history = trained_dates_model()
+    model, history = pretrained_dates_model()
     assert not model.training  # eval mode: no dropout when decoding
     assert len(history) == DATES_TRAINING["steps"]
     assert [row["step"] for row in history] == list(range(1, DATES_TRAINING["steps"] + 1))
@@ -104,9 +104,9 @@ def test_shipped_dates_model_is_chapter_9s_configuration_and_training():
 
 
 def test_shipped_dates_model_passes_chapter_9s_test():
-    from transformer_book.training import exact_match_accuracy, trained_dates_model
+    from transformer_book.training import exact_match_accuracy, pretrained_dates_model
 
-    model, _ = trained_dates_model()
+    model, _ = pretrained_dates_model()
     held_out = dates_task(held_out=True).pairs(1000, seed=1)
     assert exact_match_accuracy(model, dates_task(), held_out, "cpu") >= 0.99
 
@@ -115,11 +115,11 @@ def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
     from importlib.resources import files
 
     import playground_files  # tools/ is on the path (pytest's pythonpath)
-    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, trained_dates_model
+    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
     playground, meta = playground_files.load_model(
         playground_files.OUT_DIR / "dates.json"
     )
-    ours, _ = trained_dates_model()
+    ours, _ = pretrained_dates_model()
     for name, value in ours.state_dict().items():
         assert torch.equal(value, playground.state_dict()[name]), name
     with (files("transformer_book") / "weights" / "dates.pt").open("rb") as handle:

@@ -11,7 +11,7 @@ arguments, the vocabularies, the decoding limits and each tensor's name, shape a
 offset (in floats) in the binary file. ``manifest.json`` lists the tasks for the page.
 Training is seeded, with a fixed number of steps on the CPU: the files are the same on
 every run. The number-words model is not trained here: it is the package's final
-checkpoint (``trained_numbers_model()``, 2,000 steps of tools/train_numbers.py).
+checkpoint (``pretrained_numbers_model()``, 2,000 steps of tools/train_numbers.py).
 
 The translator of chapter 14 (``pretrained_translator()``, 1.9 million parameters) is
 exported in 8 bits: each row of a weight matrix as int8 with one float32 scale

@@ -2,7 +2,7 @@
 
 Training is seeded, with a fixed number of steps on the CPU: the files are the same on every run.
 The number-words model is not trained here: it is the package's final checkpoint
-(``trained_numbers_model()``, 2,000 steps of tools/train_numbers.py). Each task's page metadata
+(``pretrained_numbers_model()``, 2,000 steps of tools/train_numbers.py). Each task's page metadata
 holds held-out examples the model gets right, and one it gets wrong if there is one.
 Run by tools/export_playground.py.
 """
@@ -27,7 +27,7 @@ class PlaygroundTask:
     (called with ``held_out=True`` for the held-out pairs), of make_model's keyword
     arguments and of train_model's (the chapter's fixed, seeded training: steps, seed,
     batch_size, ...). ``package_file``, if given, is where the package gets its own copy
-    of the trained weights (``transformer_book.training.trained_dates_model`` loads it).
+    of the trained weights (``transformer_book.training.pretrained_dates_model`` loads it).
     ``pretrained``, if given, is "module:name" of a function returning (model, history)
     of weights the package already ships, trained longer by a tool of their own: they
     are exported as they are, with ``training``'s options and the steps of their history.
@@ -66,7 +66,7 @@ TASKS = [
         "transformer_book.numerals:numbers_task",
         "transformer_book.numerals:NUMBERS_CONFIG",
         "transformer_book.numerals:NUMBERS_TRAINING",
-        pretrained="transformer_book.numerals:trained_numbers_model",
+        pretrained="transformer_book.numerals:pretrained_numbers_model",
     ),
 ]
 EXAMPLES = 3  # held-out sources shown on the page: ones it gets right, and one it gets

@@ -16,7 +16,7 @@ half-precision weights it ships, and records each decoder's wrong outputs and th
 log-probabilities that split the errors into search and model errors. It writes
 
 * ``src/transformer_book/weights/numbers.pt``: the checkpoints in half precision, with the
-  configuration and the longest run's loss history (``trained_numbers_model()`` loads them);
+  configuration and the longest run's loss history (``pretrained_numbers_model()`` loads them);
 * ``src/transformer_book/weights/numbers_runs.json``: the decodings (chapter 12 reads them).
 
 Everything runs on the CPU with one thread, so a second run writes the same files.

@@ -86,7 +86,7 @@ from transformer_book.numerals import (
     chinese_numeral,
     english_words,
     numbers_task,
-    trained_numbers_model,
+    pretrained_numbers_model,
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.poems import CharVocabulary, poem_split, read_poems, twin_poems
@@ -116,7 +116,7 @@ from transformer_book.training import (
     DATES_TRAINING,
     exact_match_accuracy,
     train_model,
-    trained_dates_model,
+    pretrained_dates_model,
     training_spread,
 )
 from transformer_book.translation import (
@@ -222,8 +222,8 @@ __all__ = [
     "train_poet",
     "train_recipe",
     "train_translator",
-    "trained_dates_model",
-    "trained_numbers_model",
+    "pretrained_dates_model",
+    "pretrained_numbers_model",
     "training_spread",
     "twin_groups",
     "twin_poems",

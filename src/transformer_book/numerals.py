@@ -143,7 +143,7 @@ NUMBERS_TRAINING = dict(steps=120, batch_size=128, warmup_steps=100, smoothing=0
 NUMBERS_WEIGHTS = "numbers.pt"
 
 
-def trained_numbers_model(step: int | None = None, device="cpu"):
+def pretrained_numbers_model(step: int | None = None, device="cpu"):
     """Load the longer-trained number model and its loss history.
 
     (model, history) of the number model trained longer by tools/train_numbers.py:

@@ -17,7 +17,7 @@ from transformer_book.tasks import Task
 # make_model keyword arguments for the dates task: about 240,000 parameters.
 DATES_CONFIG = dict(num_layers=2, d_model=64, d_ff=256, heads=4, dropout=0.1)
 # How chapter 9 trains it: train_model(dates_task(), **DATES_TRAINING). Chapters 10
-# and 11 load the result, which the package ships (trained_dates_model, below).
+# and 11 load the result, which the package ships (pretrained_dates_model, below).
 DATES_TRAINING = dict(steps=300, seed=0, batch_size=64)
 
 
@@ -140,7 +140,7 @@ def training_spread(run: str, figure: str) -> tuple[float, float, int]:
     return min(values), max(values), len(values)
 
 
-def trained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
+def pretrained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
     """Load the dates model shipped with the package, and its history.
 
     (model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
