@@ -18,7 +18,7 @@ DEFINED = [(chapter, value) for chapter, module in MODULES.items() for value in 
            if isinstance(value, Exercise)]
 EXERCISE = {exercise.name: exercise for _, exercise in DEFINED}
 WRITTEN = {f"ch{path.name[:2]}": exercises(path) for path in chapters()}  # chapter -> name -> (stub, solution)
-# the chapters whose module holds no copies of the notebook's solutions (13 to 16 still do: below)
+# the chapters whose module holds no copies of the notebook's solutions (14 to 16 still do: below)
 ASKED = [(chapter, name) for chapter, found in WRITTEN.items() for name in found
          if not hasattr(MODULES[chapter], "SOLUTIONS")]
 MISTAKES = [(exercise.name, index) for _, exercise in DEFINED for index in range(len(exercise.mistakes))]
@@ -110,6 +110,9 @@ DESCRIBED = [
      "return only the output, [0]"),
     ("cross_attention", lambda x, memory, attention, mask: attention(memory, memory, memory, mask)[0],
      "one row per source position"),
+    ("byte_fallback", lambda text, known: "".join(text), "return a list; got str"),
+    ("wordpiece", lambda word, vocab: [word], "expected ['un', '##aff', '##able']; got ['unaffable']"),
+    ("pack_rows", lambda lengths, row_tokens: [list(range(len(lengths)))], "expected [[2, 7], [6, 0], [4, 1, 3], [5]]"),
 ]
 
 
@@ -178,41 +181,11 @@ def test_result_displays_nothing_in_a_notebook():
     assert result._ipython_display_() is None and "Correct" in repr(result)
 
 
-# Chapters 13 to 16 still keep copies of their solutions (STUBS, SOLUTIONS) and a check_NAME for each
+# Chapters 14 to 16 still keep copies of their solutions (STUBS, SOLUTIONS) and a check_NAME for each
 # exercise; until they read them from their notebooks, realistic edits of the copied solutions
 # (text in the solution, replacement or a list of (text, replacement), words the hint must contain;
 # None: an equivalent rewrite that must still pass).
 MUTATIONS = [
-    # Chapter 13: one byte-pair merge step, batches of similar length, encoding a word by rank.
-    ("ch13", "bpe_step", "pairs[pair] += count", "pairs[pair] += 1", "weight each pair by its word's count"),
-    ("ch13", "bpe_step", "i += 2  # both", "i += 1  # both", "skip both symbols"),
-    ("ch13", "bpe_step", "merged[tuple(new)] = count", "merged[tuple(new)] = 1", "keep each word's count"),
-    ("ch13", "bpe_step",
-     ("        new, i = [], 0\n        while i < len(symbols):\n            if symbols[i : i + 2] == best:\n"
-      "                new.append(symbols[i] + symbols[i + 1])\n                i += 2  # both symbols are used up\n"
-      "            else:\n                new.append(symbols[i])\n                i += 1\n"),
-     '        new = " ".join(symbols).replace(" ".join(best), "".join(best)).split(" ")\n',
-     "match whole symbols"),
-    ("ch13", "length_buckets", "longest = lengths[index]",
-     "longest = lengths[batch[0]] if batch else lengths[index]", "not batch size x shortest"),
-    ("ch13", "length_buckets", "if batch and (len(batch) + 1) * longest > max_tokens:",
-     "if batch and sum(lengths[i] for i in batch) + lengths[index] > max_tokens:", "padding counts too"),
-    ("ch13", "length_buckets", [("order = sorted(range(len(lengths)), key=lambda i: lengths[i])",
-                                 "order = range(len(lengths))"),
-                                ("longest = lengths[index]", "longest = max(lengths[i] for i in [*batch, index])")],
-     "sort the examples by length first"),
-    ("ch13", "length_buckets", "* longest > max_tokens", "* longest >= max_tokens", "exactly max_tokens"),
-    ("ch13", "encode_word", 'symbols = (*word[:-1], word[-1] + "</w>")', "symbols = tuple(word)",
-     "the last one marked"),
-    ("ch13", "encode_word", "min(pairs", "max(pairs", "LOWEST rank"),
-    ("ch13", "encode_word", 'min(pairs, key=lambda pair: rank.get(pair, float("inf")))',
-     "next((pair for pair in pairs if pair in rank), None)", "by rank, not by position"),
-    ("ch13", "encode_word",  # the simplest faithful way: every merge in rank order
-     [("    while len(symbols) > 1:\n", "    for best in sorted(rank, key=rank.get):\n"),
-      ("        pairs = zip(symbols, symbols[1:])\n", ""),
-      ('        best = min(pairs, key=lambda pair: rank.get(pair, float("inf")))\n', ""),
-      ("        if best not in rank:\n            break  # no pair of the word was ever merged\n", "")],
-     None),
     # Chapter 14: BLEU's brevity penalty, averaging checkpoints, clipped n-gram matches.
     ("ch14", "brevity_penalty", "math.exp(1 - r / c)", "math.exp(1 - c / r)", "ratio is inverted"),
     ("ch14", "brevity_penalty", "return 1.0 if c >= r else math.exp(1 - r / c)",
