@@ -18,7 +18,7 @@ DEFINED = [(chapter, value) for chapter, module in MODULES.items() for value in 
            if isinstance(value, Exercise)]
 EXERCISE = {exercise.name: exercise for _, exercise in DEFINED}
 WRITTEN = {f"ch{path.name[:2]}": exercises(path) for path in chapters()}  # chapter -> name -> (stub, solution)
-# the chapters whose module holds no copies of the notebook's solutions (14 to 16 still do: below)
+# the chapters whose module holds no copies of the notebook's solutions (15 and 16 still do: below)
 ASKED = [(chapter, name) for chapter, found in WRITTEN.items() for name in found
          if not hasattr(MODULES[chapter], "SOLUTIONS")]
 MISTAKES = [(exercise.name, index) for _, exercise in DEFINED for index in range(len(exercise.mistakes))]
@@ -113,6 +113,11 @@ DESCRIBED = [
     ("byte_fallback", lambda text, known: "".join(text), "return a list; got str"),
     ("wordpiece", lambda word, vocab: [word], "expected ['un', '##aff', '##able']; got ['unaffable']"),
     ("pack_rows", lambda lengths, row_tokens: [list(range(len(lengths)))], "expected [[2, 7], [6, 0], [4, 1, 3], [5]]"),
+    ("brevity_penalty", lambda c, r: 0.5, "the penalty is 0.9001; got 0.5000"),
+    ("brevity_penalty", lambda c, r: "short", "return the penalty as a number"),
+    ("clipped_matches", lambda h, refs, n: (0, 0), "expected (matched, total) = (1, 4); got (0, 0)"),
+    ("chrf", lambda h, r: 0.3171, "chrF is 31.7073; got 0.3171"),
+    ("chrf", lambda h, r: [31.7], "return chrF as a number"),
 ]
 
 
@@ -181,31 +186,11 @@ def test_result_displays_nothing_in_a_notebook():
     assert result._ipython_display_() is None and "Correct" in repr(result)
 
 
-# Chapters 14 to 16 still keep copies of their solutions (STUBS, SOLUTIONS) and a check_NAME for each
+# Chapters 15 and 16 still keep copies of their solutions (STUBS, SOLUTIONS) and a check_NAME for each
 # exercise; until they read them from their notebooks, realistic edits of the copied solutions
 # (text in the solution, replacement or a list of (text, replacement), words the hint must contain;
 # None: an equivalent rewrite that must still pass).
 MUTATIONS = [
-    # Chapter 14: BLEU's brevity penalty, averaging checkpoints, clipped n-gram matches.
-    ("ch14", "brevity_penalty", "math.exp(1 - r / c)", "math.exp(1 - c / r)", "ratio is inverted"),
-    ("ch14", "brevity_penalty", "return 1.0 if c >= r else math.exp(1 - r / c)",
-     "return math.exp(1 - r / c)", "never above 1"),
-    ("ch14", "brevity_penalty", "return 1.0 if c >= r else math.exp(1 - r / c)",
-     "return math.exp(1 - max(c, r) / min(c, r))", "only outputs that are too short"),
-    ("ch14", "brevity_penalty", "min(lengths, key=lambda length: (abs(length - output), length))",
-     "max(lengths)", "not the longest reference"),
-    ("ch14", "brevity_penalty", "(abs(length - output), length)", "(abs(length - output), -length)",
-     "take the shorter"),
-    ("ch14", "average_checkpoints", " / len(checkpoints)", "", "divide the sum by the number"),
-    ("ch14", "average_checkpoints", " / len(checkpoints)", " / 5", "not by 5"),
-    ("ch14", "average_checkpoints", "for name in checkpoints[0]",
-     'for name in checkpoints[0] if name.endswith("weight")', "biases and norms included"),
-    ("ch14", "clipped_matches", "min(count, allowed[gram])", "count * (gram in allowed)",
-     "clip the matches"),
-    ("ch14", "clipped_matches", "allowed |= ngrams(reference)", "allowed += ngrams(reference)",
-     "any ONE reference"),
-    ("ch14", "clipped_matches", "for reference in references:", "for reference in references[:1]:",
-     "use every reference"),
     ("ch15", "next_token_loss", [("logits[:, :-1].reshape", "logits.reshape"), ("tokens[:, 1:].reshape", "tokens.reshape")],
      "shift by one"),
     ("ch15", "next_token_loss", ", ignore_index=0", "", "leave the padding targets out"),
