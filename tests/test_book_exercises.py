@@ -18,7 +18,7 @@ DEFINED = [(chapter, value) for chapter, module in MODULES.items() for value in 
            if isinstance(value, Exercise)]
 EXERCISE = {exercise.name: exercise for _, exercise in DEFINED}
 WRITTEN = {f"ch{path.name[:2]}": exercises(path) for path in chapters()}  # chapter -> name -> (stub, solution)
-# the chapters whose module holds no copies of the notebook's solutions (15 and 16 still do: below)
+# the chapters whose module holds no copies of the notebook's solutions (16 still does: below)
 ASKED = [(chapter, name) for chapter, found in WRITTEN.items() for name in found
          if not hasattr(MODULES[chapter], "SOLUTIONS")]
 MISTAKES = [(exercise.name, index) for _, exercise in DEFINED for index in range(len(exercise.mistakes))]
@@ -186,20 +186,11 @@ def test_result_displays_nothing_in_a_notebook():
     assert result._ipython_display_() is None and "Correct" in repr(result)
 
 
-# Chapters 15 and 16 still keep copies of their solutions (STUBS, SOLUTIONS) and a check_NAME for each
+# Chapter 16 still keeps copies of its solutions (STUBS, SOLUTIONS) and a check_NAME for each
 # exercise; until they read them from their notebooks, realistic edits of the copied solutions
 # (text in the solution, replacement or a list of (text, replacement), words the hint must contain;
 # None: an equivalent rewrite that must still pass).
 MUTATIONS = [
-    ("ch15", "next_token_loss", [("logits[:, :-1].reshape", "logits.reshape"), ("tokens[:, 1:].reshape", "tokens.reshape")],
-     "shift by one"),
-    ("ch15", "next_token_loss", ", ignore_index=0", "", "leave the padding targets out"),
-    ("ch15", "acrostic_logits", 'torch.full_like(logits, float("-inf"))', "torch.zeros_like(logits)",
-     "not to 0"),
-    ("ch15", "acrostic_logits", "    return kept", "    return logits.clone()", "every other character must become impossible"),
-    ("ch15", "top_p", "drop[order] = before >= top_p", "drop[order] = sorted_probabilities.cumsum(-1) > top_p",
-     "keep the token that brings the mass over top_p"),
-    ("ch15", "top_p", "argsort(descending=True)", "argsort(descending=False)", "the nucleus holds the LIKELIEST"),
     ("ch16", "unrotate", "rotated * cos - turned * sin", "rotated * cos + turned * sin",
      "you rotated forwards again"),
     ("ch16", "unrotate", [("first, second = rotated.chunk(2, dim=-1)", "first, second = rotated[..., 0::2], rotated[..., 1::2]"),
