@@ -1,12 +1,11 @@
-"""Chapter 14 exercises: BLEU's brevity penalty, averaging checkpoints, clipped n-gram matches.
+"""Chapter 14 exercises: BLEU's brevity penalty, clipped n-gram matches, chrF by hand.
 
-    from book_exercises.ch14 import check_brevity_penalty
-    check_brevity_penalty(brevity_penalty)
+    from book_exercises import check
+    check(brevity_penalty, device=device)
 
-Every checker calls the reader's function on small fixed inputs (edge cases included: outputs
-longer than their references, a tie between two reference lengths, one checkpoint, an n-gram
-repeated more often than any reference has it) and compares it with the rule sacrebleu applies
-(for BLEU) or with transformer_book.translation.average_checkpoints.
+Every check calls the reader's function on small fixed inputs (edge cases included: outputs
+longer than their references, a tie between two reference lengths, an n-gram repeated more often
+than any reference has it, an output shorter than the n-gram order) and compares it with sacrebleu.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ from collections import Counter
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
-from transformer_book.translation import average_checkpoints
+from book_exercises.core import Case, Exercise, Mistake
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: BLEU's brevity penalty
@@ -61,7 +59,15 @@ def _penalty(outputs, references, pick="closest", rule="right", per_sentence=Fal
 
 
 def _brevity_penalty(hypothesis_lengths, reference_lengths):
-    return _penalty(hypothesis_lengths, reference_lengths)
+    """sacrebleu's brevity penalty for outputs and references of these lengths (in characters)."""
+    from sacrebleu.metrics import BLEU
+
+    most = max(len(lengths) for lengths in reference_lengths)
+    streams = [["的" * lengths[k] if k < len(lengths) else None for lengths in reference_lengths]
+               for k in range(most)]
+    hypotheses = ["的" * length for length in hypothesis_lengths]
+    score = BLEU(tokenize="zh").corpus_score(hypotheses, streams)
+    return torch.tensor(score.bp, dtype=torch.float64)
 
 
 def _as_number(got):
@@ -94,6 +100,7 @@ BREVITY_PENALTY = Exercise(
     task="corpus BLEU's brevity penalty from output and reference lengths.",
     cases=_penalty_cases,
     reference=_brevity_penalty,
+    success="matches sacrebleu's brevity penalty",
     normalize=_as_number,
     describe=_describe_penalty,
     atol=1e-9,
@@ -145,124 +152,6 @@ BREVITY_PENALTY = Exercise(
 )
 
 
-def check_brevity_penalty(function, device=None):
-    """Check ``function(hypothesis_lengths, reference_lengths) -> float``."""
-    return run(BREVITY_PENALTY, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-# Exercise 2: averaging checkpoints
-
-
-def _as_items(state):
-    """A state dict as a tuple of (name, tensor) pairs sorted by name, on the CPU, so that the
-    comparison sees every name; anything else is returned as it is."""
-    if not isinstance(state, dict):
-        return state
-    return tuple(
-        (name, value.detach().cpu() if isinstance(value, torch.Tensor) else value)
-        for name, value in sorted(state.items())
-    )
-
-
-def _average(checkpoints, how="mean", keys=None):
-    """The mean of state dicts as (name, tensor) pairs, with the typical mistakes: ``how``
-    "sum", "halving" (a running mean of two), "five" (divided by 5), "last"; ``keys`` a
-    filter on the names."""
-    names = [name for name in checkpoints[0] if keys is None or keys(name)]
-    averaged = {}
-    for name in names:
-        values = [checkpoint[name] for checkpoint in checkpoints]
-        if how == "sum":
-            averaged[name] = sum(values)
-        elif how == "halving":
-            running = values[0]
-            for value in values[1:]:
-                running = (running + value) / 2
-            averaged[name] = running
-        elif how == "five":
-            averaged[name] = sum(values) / 5
-        elif how == "last":
-            averaged[name] = values[-1]
-        else:
-            averaged[name] = sum(values) / len(values)
-    return _as_items(averaged)
-
-
-def _describe_average(got, expected, case):
-    if not isinstance(got, tuple):
-        return f"return a state dict (a dict of name -> tensor); got {type(got).__name__}"
-    names, wanted = [name for name, _ in got], [name for name, _ in expected]
-    if names != wanted:
-        missing = sorted(set(wanted) - set(names))
-        extra = sorted(set(names) - set(wanted))
-        return f"on {case.label}, the names differ: missing {missing}, unexpected {extra}"
-    return None
-
-
-def _checkpoint_cases():
-    generator = seeded(141)
-
-    def state():
-        return {
-            "embed.weight": torch.randn(5, 4, generator=generator),
-            "layer.linear.weight": torch.randn(4, 4, generator=generator),
-            "layer.linear.bias": torch.randn(4, generator=generator),
-            "layer.norm.bias": torch.randn(4, generator=generator),
-        }
-
-    three = [state() for _ in range(3)]
-    five = [state() for _ in range(5)]
-    return [
-        Case((three,), "3 checkpoints of 4 tensors each"),
-        Case((three[:1],), "a single checkpoint"),
-        Case((five,), "5 checkpoints, as in the paper"),
-        Case((three[:2],), "2 checkpoints"),
-    ]
-
-
-AVERAGE_CHECKPOINTS = Exercise(
-    name="average_checkpoints",
-    task="the element-wise mean of a list of state dicts, for every name.",
-    cases=_checkpoint_cases,
-    reference=lambda checkpoints: _as_items(average_checkpoints(checkpoints)),
-    normalize=_as_items,
-    describe=_describe_average,
-    mistakes=[
-        Mistake(
-            "divide the sum by the number of checkpoints: a sum of 5 checkpoints has weights "
-            "5 times too large.",
-            lambda checkpoints: _average(checkpoints, "sum"),
-        ),
-        Mistake(
-            "halving a running average, (average + next) / 2, weights the checkpoints "
-            "unequally (the last one 1/2, the one before 1/4, ...); sum them all, then divide "
-            "once by their number.",
-            lambda checkpoints: _average(checkpoints, "halving"),
-        ),
-        Mistake(
-            "divide by len(checkpoints), not by 5: the paper averaged 5, but the function must "
-            "average however many it is given.",
-            lambda checkpoints: _average(checkpoints, "five"),
-        ),
-        Mistake(
-            "average every entry of the state dict, biases and norms included: a name left "
-            "out is missing from the result, and load_state_dict refuses it.",
-            lambda checkpoints: _average(checkpoints, keys=lambda name: name.endswith("weight")),
-        ),
-        Mistake(
-            "average all the checkpoints, not only the last one.",
-            lambda checkpoints: _average(checkpoints, "last"),
-        ),
-    ],
-)
-
-
-def check_average_checkpoints(function, device=None):
-    """Check ``function(checkpoints: list of state dicts) -> state dict``."""
-    return run(AVERAGE_CHECKPOINTS, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: clipped n-gram matches (BLEU's modified precision)
 
@@ -289,6 +178,14 @@ def _matches(hypothesis, references, n, clip="max", which="all", distinct=False)
     else:
         matched = sum(min(count, allowed[gram]) for gram, count in counts.items())
     return matched, sum(counts.values())
+
+
+def _sacrebleu_matches(hypothesis, references, n):
+    """sacrebleu's (matched, total) n-grams of one sentence, over characters."""
+    from sacrebleu.metrics import BLEU
+
+    parts = BLEU(tokenize="zh", effective_order=True).sentence_score(hypothesis, references)
+    return parts.counts[n - 1], parts.totals[n - 1]
 
 
 def _as_pair(got):
@@ -322,7 +219,8 @@ CLIPPED_MATCHES = Exercise(
     name="clipped_matches",
     task="(matched, total) n-grams of the hypothesis, each match clipped by the references.",
     cases=_matches_cases,
-    reference=_matches,
+    reference=_sacrebleu_matches,
+    success="matches sacrebleu's counts",
     normalize=_as_pair,
     describe=_describe_matches,
     mistakes=[
@@ -350,106 +248,121 @@ CLIPPED_MATCHES = Exercise(
     ],
 )
 
-
-def check_clipped_matches(function, device=None):
-    """Check ``function(hypothesis: str, references: list of str, n) -> (matched, total)``."""
-    return run(CLIPPED_MATCHES, function, device)
-
-
 # ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "brevity_penalty": '''def brevity_penalty(hypothesis_lengths, reference_lengths):
-    """Corpus BLEU's brevity penalty. hypothesis_lengths[i]: the characters of output i;
-    reference_lengths[i]: the lengths of its references -> BP, a float."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-    "average_checkpoints": '''def average_checkpoints(checkpoints):
-    """A list of state dicts (name -> tensor) -> one state dict: their element-wise
-    mean, for every name."""
-    # Your code here (about 4 lines).
-    raise NotImplementedError
-''',
-    "clipped_matches": '''def clipped_matches(hypothesis, references, n):
-    """Chinese strings, one character a token -> (matched, total): how many of the
-    hypothesis's n-grams match, each counted at most as often as it occurs in any one
-    reference, and how many n-grams the hypothesis has."""
-    # Your code here (about 8 lines; collections.Counter helps).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "brevity_penalty": '''import math
+# Exercise 3: chrF, the character n-gram F-score
 
 
-def brevity_penalty(hypothesis_lengths, reference_lengths):
-    """Corpus BLEU's brevity penalty. hypothesis_lengths[i]: the characters of output i;
-    reference_lengths[i]: the lengths of its references -> BP, a float."""
-    c = sum(hypothesis_lengths)
-    # each sentence's closest reference length; on a tie, the shorter one
-    r = sum(
-        min(lengths, key=lambda length: (abs(length - output), length))
-        for output, lengths in zip(hypothesis_lengths, reference_lengths)
-    )
-    return 1.0 if c >= r else math.exp(1 - r / c)
-''',
-    "average_checkpoints": '''def average_checkpoints(checkpoints):
-    """A list of state dicts (name -> tensor) -> one state dict: their element-wise
-    mean, for every name."""
-    return {
-        name: sum(checkpoint[name] for checkpoint in checkpoints) / len(checkpoints)
-        for name in checkpoints[0]
-    }
-''',
-    "clipped_matches": '''from collections import Counter
+def _chrf(hypothesis, reference, beta=2.0, orders=6, spaces=False, clip=True, mean="scores",
+          over="effective", swap=False):
+    """Sentence chrF in percent, with the typical mistakes as switches: ``beta``, ``orders`` (the
+    largest n), ``spaces`` (kept), ``clip`` (False: every n-gram of the output found in the
+    reference matches), ``mean`` "scores" (the precisions and recalls averaged first, then one
+    F-score) or "f" (the F-scores of the orders averaged), ``over`` "effective" or "all" orders,
+    ``swap`` (precision and recall exchanged in the F-score)."""
+    if not spaces:
+        hypothesis, reference = "".join(hypothesis.split()), "".join(reference.split())
+    precisions, recalls, f_scores = [], [], []
+    for n in range(1, orders + 1):
+        output, wanted = _ngrams(hypothesis, n), _ngrams(reference, n)
+        if clip:
+            matched = sum(min(count, wanted[gram]) for gram, count in output.items())
+        else:
+            matched = sum(count for gram, count in output.items() if gram in wanted)
+        if not output or not wanted:
+            if over == "all":
+                precisions.append(0.0)
+                recalls.append(0.0)
+                f_scores.append(0.0)
+            continue
+        precision, recall = matched / sum(output.values()), matched / sum(wanted.values())
+        precisions.append(precision)
+        recalls.append(recall)
+        f_scores.append(_f_score(precision, recall, beta, swap))
+    if not precisions:
+        return torch.tensor(0.0, dtype=torch.float64)
+    if mean == "f":
+        return torch.tensor(100 * sum(f_scores) / len(f_scores), dtype=torch.float64)
+    precision, recall = sum(precisions) / len(precisions), sum(recalls) / len(recalls)
+    return torch.tensor(100 * _f_score(precision, recall, beta, swap), dtype=torch.float64)
 
 
-def clipped_matches(hypothesis, references, n):
-    """Chinese strings, one character a token -> (matched, total): how many of the
-    hypothesis's n-grams match, each counted at most as often as it occurs in any one
-    reference, and how many n-grams the hypothesis has."""
+def _f_score(precision, recall, beta, swap=False):
+    if swap:
+        precision, recall = recall, precision
+    if precision + recall == 0:
+        return 0.0
+    return (1 + beta**2) * precision * recall / (beta**2 * precision + recall)
 
-    def ngrams(text):
-        return Counter(text[i : i + n] for i in range(len(text) - n + 1))
 
-    counts = ngrams(hypothesis)
-    allowed = Counter()
-    for reference in references:
-        allowed |= ngrams(reference)  # | keeps the larger of the two counts
-    matched = sum(min(count, allowed[gram]) for gram, count in counts.items())
-    return matched, sum(counts.values())
-''',
-}
+def _describe_chrf(got, expected, case):
+    if not isinstance(got, torch.Tensor):
+        return f"return chrF as a number (a float, in percent); got {type(got).__name__}"
+    return f"on {case.label}, chrF is {float(expected):.4f}; got {float(got):.4f}"
 
-CHECKERS = {
-    "brevity_penalty": check_brevity_penalty,
-    "average_checkpoints": check_average_checkpoints,
-    "clipped_matches": check_clipped_matches,
-}
 
-QUESTION = (
-    'The paper says that label smoothing "hurts perplexity, as the model learns to be more '
-    'unsure, but improves accuracy and BLEU score". How can one change make perplexity worse and '
-    'BLEU better: what does each of them measure? And why could smoothing lower the perplexity '
-    'instead, as it did in this chapter?'
-)
-ANSWER = (
-    'Perplexity is exp of the mean cross-entropy of the reference characters under the model, '
-    'teacher-forced: it rewards putting as much probability as possible on each right character, '
-    'and punishes, without limit, putting very little on one. A model trained with smoothing is '
-    'taught never to be more than about 90% sure, so where it is right it still pays a log-loss '
-    'that a confident model would not: its perplexity can be worse. BLEU scores the decoded '
-    'output, and decoding only uses the ranking of the candidates (the most probable character, '
-    'or the best beam), never how confident the model is; if smoothing keeps the right character '
-    'on top as often or more often (it discourages memorising the training sentences, and leaves '
-    'some probability on alternatives that the beam can explore), BLEU does not suffer and may '
-    'improve. So the two measure different things and can move in opposite directions. Smoothing '
-    'lowers the perplexity instead when the unsmoothed model overfits: with little data (tens of '
-    "thousands of sentences here, against the paper's 4.5 million pairs), a model trained to put "
-    'all its probability on the reference becomes over-confident, and on new sentences its '
-    "confident mistakes cost far more cross-entropy than the smoothed model's hedging. Then "
-    'smoothing is mainly a regulariser, and it helps perplexity; the dev loss of the unsmoothed '
-    'run rising in the later epochs while its training loss kept falling is the sign.'
+def _sacrebleu_chrf(hypothesis, reference):
+    from sacrebleu.metrics import CHRF
+
+    score = CHRF().sentence_score(hypothesis, [reference]).score
+    return torch.tensor(score, dtype=torch.float64)
+
+
+def _chrf_cases():
+    return [
+        Case(("他供认了罪行。", "他供认了杀人的罪行。"), "他供认了罪行。 against 他供认了杀人的罪行。"),
+        Case(("汤姆在这儿。", "汤姆在这里。"), "汤姆在这儿。 against 汤姆在这里。"),
+        Case(("我们走吧我们走吧", "我们走吧"), "我们走吧我们走吧 (said twice) against 我们走吧"),
+        Case(("the cat sat", "the cat sat on the mat"), "'the cat sat' against 'the cat sat on the mat'"),
+        Case(("我饿", "我很饿了"), "我饿 against 我很饿了 (no 3-grams in the output)"),
+        Case(("是的，我很好。", "是。"), "是的，我很好。 against 是。"),
+        Case(("猫", "狗"), "猫 against 狗 (nothing matches)"),
+    ]
+
+
+CHRF_SCORE = Exercise(
+    name="chrf",
+    task="sentence chrF: precision and recall of character 1- to 6-grams, F-score with beta 2.",
+    cases=_chrf_cases,
+    reference=_sacrebleu_chrf,
+    normalize=_as_number,
+    describe=_describe_chrf,
+    atol=1e-9,
+    rtol=1e-9,
+    success="matches sacrebleu's chrF",
+    mistakes=[
+        Mistake(
+            "chrF weights recall twice as much as precision: the F-score with beta = 2, "
+            "(1 + 4) P R / (4 P + R), not the F1 score 2 P R / (P + R).",
+            lambda h, r: _chrf(h, r, beta=1.0),
+        ),
+        Mistake(
+            "in (1 + beta^2) P R / (beta^2 P + R) the beta^2 multiplies the PRECISION in the "
+            "denominator, which makes recall the one that counts more; you weighted precision.",
+            lambda h, r: _chrf(h, r, swap=True),
+        ),
+        Mistake(
+            "remove the spaces before taking the character n-grams (chrF ignores whitespace): "
+            "'cat sat' gives the 2-grams ca, at, ts, sa, at.",
+            lambda h, r: _chrf(h, r, spaces=True),
+        ),
+        Mistake(
+            "clip the matches: an n-gram of the output matches at most as often as the "
+            "reference has it (saying 我们走吧 twice does not match twice).",
+            lambda h, r: _chrf(h, r, clip=False),
+        ),
+        Mistake(
+            "n goes from 1 to 6 for chrF (BLEU stops at 4).",
+            lambda h, r: _chrf(h, r, orders=4),
+        ),
+        Mistake(
+            "sacrebleu averages the precisions and the recalls over n first, then computes ONE "
+            "F-score from the two means; you averaged the F-scores of each n.",
+            lambda h, r: _chrf(h, r, mean="f"),
+        ),
+        Mistake(
+            "average over the orders n that have n-grams on both sides: a 2-character output "
+            "has no 3-grams, and those orders must not count as zeros.",
+            lambda h, r: _chrf(h, r, over="all"),
+        ),
+    ],
 )

@@ -1,219 +1,235 @@
-"""Chapter 15 exercises: the causal language-model loss (the shift), the 藏头 logit mask,
-top-p filtering.
+"""Chapter 15 exercises: min-p sampling, the repetition penalty, no repeated n-grams.
 
-    from book_exercises.ch15 import check_next_token_loss
-    check_next_token_loss(next_token_loss)
+    from book_exercises import check
+    check(min_p, device=device)
 
-Every checker calls the reader's function on small fixed, seeded inputs and compares it with
-transformer_book.gpt.causal_lm_loss, a mask written here, or transformer_book.top_p_filter.
+Three edits of the next token's logits that ``Poet.write`` does not make, each checked against
+the logits processor of Hugging Face's ``transformers`` that does it (MinPLogitsWarper,
+RepetitionPenaltyLogitsProcessor, NoRepeatNGramLogitsProcessor), on seeded logits of a few rows.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
-from transformer_book.decoding import top_p_filter
-from transformer_book.gpt import causal_lm_loss
+from book_exercises.core import Case, Exercise, Mistake, randn, seeded
 
-# Exercise 1: the causal language-model loss
+INF = float("-inf")
 
 
-def _loss_cases():
-    g = seeded(15)
-    tokens = torch.randint(3, 9, (2, 6), generator=g)
-    tokens[1, 4:] = 0  # the second poem is shorter: padding
-    logits = torch.randn(2, 6, 9, generator=g, dtype=torch.float32)
-    return [
-        Case((logits, tokens), "2 sequences of 6 tokens, the second padded after 4"),
-        Case((logits[:1, :3], tokens[:1, :3]), "one sequence of 3 tokens"),
-    ]
-
-
-def _unshifted(logits, tokens):
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens.reshape(-1),
-                           ignore_index=0)
-
-
-NEXT_TOKEN_LOSS = Exercise(
-    name="next_token_loss",
-    task="the mean cross-entropy of every next token, padding (id 0) left out.",
-    cases=_loss_cases,
-    reference=lambda logits, tokens: causal_lm_loss(logits, tokens, pad_id=0),
-    atol=1e-6,
-    rtol=1e-6,
-    mistakes=[
-        Mistake("shift by one: the logits at position t predict the token at t + 1, so "
-                "compare logits[:, :-1] with tokens[:, 1:]; unshifted, the model is asked "
-                "to copy the token it can already see.", _unshifted),
-        Mistake("leave the padding targets out (ignore_index=0): a short poem's padding is "
-                "no next character.",
-                lambda logits, tokens: F.cross_entropy(
-                    logits[:, :-1].reshape(-1, logits.size(-1)),
-                    tokens[:, 1:].reshape(-1))),
-    ],
-)
-
-
-def check_next_token_loss(function, device=None):
-    """Check ``function(logits (batch, seq, vocab), tokens (batch, seq)) -> loss``."""
-    return run(NEXT_TOKEN_LOSS, function, device)
-
-
-# Exercise 2: the 藏头 mask
-
-
-def _acrostic(logits, head_id):
-    kept = torch.full_like(logits, float("-inf"))
-    kept[..., head_id] = logits[..., head_id]
-    return kept
-
-
-def _mask_cases():
-    logits = torch.randn(10, generator=seeded(3), dtype=torch.float32)
-    return [Case((logits, 4), "10 logits, the head character is id 4"),
-            Case((logits, 0), "10 logits, the head character is id 0")]
-
-
-ACROSTIC_MASK = Exercise(
-    name="acrostic_logits",
-    task="logits where only the head character can be drawn (-inf everywhere else).",
-    cases=_mask_cases,
-    reference=_acrostic,
-    mistakes=[
-        Mistake("set the other logits to -inf, not to 0: exp(0) = 1 still leaves them a "
-                "share of the probability.",
-                lambda logits, head: torch.zeros_like(logits).index_fill(
-                    0, torch.tensor([head]), float(logits[head]))),
-        Mistake("every other character must become impossible: set all logits but the "
-                "head character's to -inf.", lambda logits, head: logits.clone()),
-    ],
-)
-
-
-def check_acrostic_logits(function, device=None):
-    """Check ``function(logits (vocab,), head_id) -> logits``."""
-    return run(ACROSTIC_MASK, function, device)
-
-
-# Exercise 3: top-p
-
-
-def _top_p_cases():
-    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0], dtype=torch.float32)
-    return [Case((logits, 0.9), "5 logits, top_p 0.9"),
-            Case((logits, 0.5), "5 logits, top_p 0.5"),
-            Case((logits, 0.1), "5 logits, top_p 0.1 (the best token alone)")]
-
-
-def _top_p_exclusive(logits, top_p):
-    probabilities = logits.softmax(-1)
-    order = probabilities.argsort(descending=True)
-    mass = probabilities[order].cumsum(-1)
-    drop = torch.zeros_like(logits, dtype=torch.bool)
-    drop[order] = mass > top_p
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def _top_p_ascending(logits, top_p):
-    probabilities = logits.softmax(-1)
-    order = probabilities.argsort(descending=False)
-    in_order = probabilities[order]
-    drop = torch.zeros_like(logits, dtype=torch.bool)
-    drop[order] = in_order.cumsum(-1) - in_order >= top_p
-    return logits.masked_fill(drop, float("-inf"))
-
-
-TOP_P = Exercise(
-    name="top_p",
-    task="logits with -inf outside the nucleus, the fewest likeliest tokens holding top_p.",
-    cases=_top_p_cases,
-    reference=top_p_filter,
-    mistakes=[
-        Mistake("keep the token that brings the mass over top_p: the nucleus is the "
-                "smallest set whose probabilities sum to at least top_p, so drop a token "
-                "only when the likelier ones already reach top_p.", _top_p_exclusive),
-        Mistake("the nucleus holds the LIKELIEST tokens: sort the probabilities in "
-                "descending order before adding them up.",
-                _top_p_ascending),
-    ],
-)
-
-
-def check_top_p(function, device=None):
-    """Check ``function(logits (vocab,), top_p) -> logits``."""
-    return run(TOP_P, function, device)
+def _processed(processor, previous, logits):
+    """What a transformers logits processor makes of ``logits`` after ``previous`` (a copy)."""
+    return processor(previous.clone(), logits.clone())
 
 
 # ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "next_token_loss": '''def next_token_loss(logits, tokens):
-    """logits (batch, seq, vocab), tokens (batch, seq) -> the mean next-token loss."""
-    # Your code here (about 3 lines).
-    raise NotImplementedError
-''',
-    "acrostic_logits": '''def acrostic_logits(logits, head_id):
-    """logits (vocab,) -> logits where only head_id can be sampled."""
-    # Your code here (about 3 lines).
-    raise NotImplementedError
-''',
-    "top_p": '''def top_p(logits, top_p):
-    """logits (vocab,) -> logits with -inf outside the nucleus."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "next_token_loss": '''import torch.nn.functional as F
+# Exercise 1: min-p
 
 
-def next_token_loss(logits, tokens):
-    """logits (batch, seq, vocab), tokens (batch, seq) -> the mean next-token loss."""
-    predictions = logits[:, :-1].reshape(-1, logits.size(-1))
-    targets = tokens[:, 1:].reshape(-1)
-    return F.cross_entropy(predictions, targets, ignore_index=0)
-''',
-    "acrostic_logits": '''import torch
+def _min_p(logits, min_p):
+    from transformers.generation.logits_process import MinPLogitsWarper
+
+    previous = torch.zeros(len(logits), 1, dtype=torch.long)  # min-p does not read it
+    return _processed(MinPLogitsWarper(min_p), previous, logits)
 
 
-def acrostic_logits(logits, head_id):
-    """logits (vocab,) -> logits where only head_id can be sampled."""
-    kept = torch.full_like(logits, float("-inf"))
-    kept[head_id] = logits[head_id]
-    return kept
-''',
-    "top_p": '''import torch
+def _cut(logits, keep, fill=INF):
+    return logits.masked_fill(~keep, fill)
 
 
-def top_p(logits, top_p):
-    """logits (vocab,) -> logits with -inf outside the nucleus."""
-    probabilities = logits.softmax(-1)
-    order = probabilities.argsort(descending=True)
-    sorted_probabilities = probabilities[order]
-    before = sorted_probabilities.cumsum(-1) - sorted_probabilities
-    drop = torch.zeros_like(logits, dtype=torch.bool)
-    drop[order] = before >= top_p
-    return logits.masked_fill(drop, float("-inf"))
-''',
-}
+def _min_p_cases():
+    peaked = randn(2, 10, seed=152, scale=3.0)
+    peaked[1, 4] = 9.0  # one token holds almost all the probability
+    return [
+        Case((randn(3, 12, seed=151, scale=2.0), 0.1), "3 rows of 12 logits, min_p 0.1"),
+        Case((randn(3, 12, seed=151, scale=2.0), 0.5), "the same logits, min_p 0.5"),
+        Case((peaked, 0.05), "2 rows of 10, the second with one dominant token, min_p 0.05"),
+        Case((randn(4, 6, seed=153, scale=0.3), 0.9), "4 flat rows of 6, min_p 0.9"),
+    ]
 
-CHECKERS = {
-    "next_token_loss": check_next_token_loss,
-    "acrostic_logits": check_acrostic_logits,
-    "top_p": check_top_p,
-}
 
-QUESTION = (
-    "Why can a decoder-only model be trained on all positions of a poem at once, while it "
-    "must write the poem one character at a time?"
+MIN_P = Exercise(
+    name="min_p",
+    task="-inf where a token's probability is below min_p x its row's top probability.",
+    cases=_min_p_cases,
+    reference=_min_p,
+    success="matches transformers' MinPLogitsWarper",
+    mistakes=[
+        Mistake(
+            "scale the threshold by the top probability of the row: keep a token when its "
+            "probability is at least min_p x the likeliest token's, not min_p itself (so the "
+            "cut adapts: strict when the model is sure, lenient when it hesitates).",
+            lambda logits, p: _cut(logits, logits.softmax(-1) >= p),
+        ),
+        Mistake(
+            "compare probabilities, not logits: min_p x the top PROBABILITY (softmax first); "
+            "logits can be negative, and their ratios mean nothing.",
+            lambda logits, p: _cut(logits, logits >= p * logits.amax(-1, keepdim=True)),
+        ),
+        Mistake(
+            "each row has its own likeliest token: take the maximum along the vocabulary "
+            "(amax(dim=-1, keepdim=True)), not over the whole batch.",
+            lambda logits, p: _cut(logits, logits.softmax(-1) >= p * logits.softmax(-1).max()),
+        ),
+        Mistake(
+            "the softmax runs over the vocabulary (dim=-1), one distribution per row, not "
+            "over the batch (dim=0).",
+            lambda logits, p: _cut(logits, logits.softmax(0)
+                                   >= p * logits.softmax(0).amax(-1, keepdim=True)),
+        ),
+        Mistake(
+            "set the dropped logits to -inf, not to 0: exp(0) = 1 still gives them a share of "
+            "the probability.",
+            lambda logits, p: _cut(logits, logits.softmax(-1) >= p * logits.softmax(-1).amax(
+                -1, keepdim=True), fill=0.0),
+        ),
+    ],
 )
-ANSWER = (
-    "In training, every character of the poem is known: the causal mask lets position t see "
-    "only the characters before it, so the prediction at each position is exactly the one it "
-    "would make while writing, and all of them come out of one forward pass. While writing, "
-    "the character at t + 1 does not exist until the one at t has been drawn, so the steps "
-    "are sequential; the key/value cache only saves recomputing the earlier positions."
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: the repetition penalty
+
+
+def _repetition(logits, previous, penalty):
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    return _processed(RepetitionPenaltyLogitsProcessor(penalty), previous, logits)
+
+
+def _seen(logits, previous):
+    return torch.zeros_like(logits, dtype=torch.bool).scatter(1, previous, True)
+
+
+def _penalized(logits, previous, penalized, where=None):
+    where = _seen(logits, previous) if where is None else where
+    return torch.where(where, penalized, logits)
+
+
+def _repetition_cases():
+    previous = torch.randint(0, 12, (3, 9), generator=seeded(154))
+    previous[0, 5:] = previous[0, 0]  # one token said five times
+    return [
+        Case((randn(3, 12, seed=155, scale=2.0), previous, 1.3),
+             "3 rows of 12 logits after 9 tokens each, penalty 1.3"),
+        Case((randn(3, 12, seed=156, scale=2.0), previous, 2.0), "other logits, penalty 2.0"),
+        Case((randn(3, 12, seed=155, scale=2.0), previous[:, :2], 1.5),
+             "after 2 tokens each, penalty 1.5"),
+    ]
+
+
+REPETITION_PENALTY = Exercise(
+    name="repetition_penalty",
+    task="seen tokens: positive logits / penalty, negative logits x penalty (CTRL's rule).",
+    cases=_repetition_cases,
+    reference=_repetition,
+    success="matches transformers' RepetitionPenaltyLogitsProcessor",
+    mistakes=[
+        Mistake(
+            "dividing a NEGATIVE logit by the penalty brings it closer to 0, which makes the "
+            "token MORE likely: divide the positive logits, multiply the negative ones.",
+            lambda logits, previous, penalty: _penalized(logits, previous, logits / penalty),
+        ),
+        Mistake(
+            "you made repeated tokens more likely: a positive logit is DIVIDED by the penalty "
+            "(> 1), a negative one multiplied by it.",
+            lambda logits, previous, penalty: _penalized(
+                logits, previous, torch.where(logits > 0, logits * penalty, logits / penalty)),
+        ),
+        Mistake(
+            "the penalty is applied once per token that occurred, however often it occurred "
+            "(CTRL's rule; a penalty growing with the count is the frequency penalty).",
+            lambda logits, previous, penalty: _penalized(logits, previous, torch.where(
+                logits > 0, logits / penalty**_counts(logits, previous),
+                logits * penalty**_counts(logits, previous))),
+        ),
+        Mistake(
+            "the repetition penalty scales the logit (divide a positive one, multiply a "
+            "negative one); subtracting a constant is another rule, the presence penalty.",
+            lambda logits, previous, penalty: _penalized(logits, previous, logits - penalty),
+        ),
+        Mistake(
+            "penalize the tokens that DID occur in the row's previous tokens, and leave the "
+            "others as they are.",
+            lambda logits, previous, penalty: _penalized(
+                logits, previous, torch.where(logits > 0, logits / penalty, logits * penalty),
+                where=~_seen(logits, previous)),
+        ),
+    ],
+)
+
+
+def _counts(logits, previous):
+    """(batch, vocab): how often each token occurs in its row of ``previous``."""
+    ones = torch.ones_like(previous, dtype=logits.dtype)
+    return torch.zeros_like(logits).scatter_add(1, previous, ones)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: no repeated n-gram
+
+
+def _no_repeat(logits, previous, n):
+    from transformers.generation.logits_process import NoRepeatNGramLogitsProcessor
+
+    return _processed(NoRepeatNGramLogitsProcessor(n), previous, logits)
+
+
+def _banned(logits, previous, n, prefix=None, first_only=False):
+    """Logits with -inf for the tokens that follow an earlier occurrence of the row's last
+    ``prefix`` tokens (n - 1 when right); ``first_only``: only after the first occurrence."""
+    prefix = n - 1 if prefix is None else prefix
+    logits = logits.clone()
+    for row, tokens in enumerate(previous.tolist()):
+        last = tuple(tokens[len(tokens) - prefix :]) if prefix else ()
+        for start in range(len(tokens) - prefix):
+            if tuple(tokens[start : start + prefix]) == last:
+                logits[row, tokens[start + prefix]] = INF
+                if first_only:
+                    break
+    return logits
+
+
+def _no_repeat_cases():
+    logits = randn(2, 8, seed=157, scale=2.0)
+    verses = torch.tensor([[1, 2, 3, 4, 2, 3, 5, 2, 3],  # 2 3 followed by 4, then by 5
+                           [6, 6, 7, 1, 6, 7, 0, 1, 6]])  # 1 6 after 6 7 earlier
+    return [
+        Case((logits, verses, 3), "2 rows of 9 tokens, trigrams"),
+        Case((logits, verses, 2), "the same rows, bigrams"),
+        Case((logits, verses[:, :2], 3), "2 tokens per row, trigrams (none complete yet)"),
+        Case((logits, torch.tensor([[4, 5, 6, 1, 4, 5, 6, 2, 4, 5, 6], [7] * 11]), 4),
+             "4-grams after 4 5 6 1 4 5 6 2 4 5 6 and after 7 said 11 times"),
+    ]
+
+
+NO_REPEAT_NGRAM = Exercise(
+    name="no_repeat_ngram",
+    task="-inf for each token that would complete an n-gram the row already holds.",
+    cases=_no_repeat_cases,
+    reference=_no_repeat,
+    success="matches transformers' NoRepeatNGramLogitsProcessor",
+    mistakes=[
+        Mistake(
+            "look for the row's last n - 1 tokens (the n-gram's first part), and ban what "
+            "followed them: you matched the last n tokens, so you guard (n + 1)-grams.",
+            lambda logits, previous, n: _banned(logits, previous, n, prefix=n),
+        ),
+        Mistake(
+            "a token is banned only where it would complete a repeated n-gram: it follows an "
+            "earlier occurrence of the last n - 1 tokens; a token seen anywhere is still allowed.",
+            lambda logits, previous, n: _banned(logits, previous, n, prefix=0),
+        ),
+        Mistake(
+            "the last n - 1 tokens can occur several times earlier: ban the token that "
+            "followed EACH occurrence, not only the first.",
+            lambda logits, previous, n: _banned(logits, previous, n, first_only=True),
+        ),
+        Mistake(
+            "set the banned logits to -inf, not to 0: exp(0) = 1 still leaves them a share "
+            "of the probability.",
+            lambda logits, previous, n: torch.where(
+                _banned(logits, previous, n) == INF, torch.zeros_like(logits), logits),
+        ),
+    ],
 )
