@@ -136,8 +136,8 @@ def test_every_chapter_highlights_something_and_names_it_in_the_title():
 def test_bad_highlight_names_the_value_and_the_choices():
     with pytest.raises(ValueError, match=r"multi_head_attention.*got highlight='attn'"):
         architecture("attn")
-    with pytest.raises(ValueError, match="highlight=17"):
-        architecture(17)
+    with pytest.raises(ValueError, match="highlight=18"):
+        architecture(18)
     assert resolve_highlight("book/06_masking.ipynb") == ("masking", 6)
 
 

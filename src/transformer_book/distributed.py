@@ -258,8 +258,9 @@ def start_processes(choice: str = "auto") -> torch.device:
     one process."""
     import os
 
-    use_cuda = choice == "cuda" or (choice == "auto" and torch.cuda.is_available())
-    if use_cuda and not torch.cuda.is_available():
+    has_cuda = torch.cuda.device_count() > 0
+    use_cuda = choice == "cuda" or (choice == "auto" and has_cuda)
+    if use_cuda and not has_cuda:
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
