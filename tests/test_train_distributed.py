@@ -120,9 +120,13 @@ def test_bad_settings_are_named():
         launch([], 0)
 
 
-def test_a_failing_launch_shows_the_processes_output():
-    with pytest.raises(RuntimeError, match="--stop-at must be in"):
-        launch(["--steps", "2", "--stop-at", "5", "--checkpoint", "x.pt"], 1)
+def test_a_failing_launch_shows_the_processes_output(tmp_path):
+    script = tmp_path / "fails.py"  # a process that fails at once, without importing torch
+    script.write_text('raise ValueError("no batches for rank 0")\n', encoding="utf-8")
+    with pytest.raises(RuntimeError, match="(?s)failed.*no batches for rank 0"):
+        launch([], 1, script=script)
+    with pytest.raises(SystemExit):  # what argparse does with a bad --stop-at
+        train_distributed(["--steps", "2", "--stop-at", "5", "--checkpoint", "x.pt"])
 
 
 def test_resuming_with_other_settings_is_refused(runs, tmp_path):
