@@ -6,6 +6,9 @@ step 10 and resumed equals the uninterrupted one bit for bit; bf16 stays close t
 The runs use the recipe's model and data with 400-token length batches (the recipe's are
 1,500) for speed; ``python tools/train_distributed.py --check`` repeats them at full size."""
 
+import copy
+import json
+
 import pytest
 import torch
 
@@ -84,6 +87,19 @@ def test_problems_finds_a_broken_equivalence(runs):
     assert tool.problems(good) == []
     broken = dict(good, **{"2 processes, FSDP": runs["1 process, per-batch mean"]})
     assert any("FSDP" in line for line in tool.problems(broken))
+
+
+def test_the_record_agrees_with_itself_and_a_changed_run_is_found():
+    saved = json.loads(tool.RECORD.read_text(encoding="utf-8"))
+    assert set(saved["runs"]) == set(tool.RUNS) and tool.problems(saved["runs"]) == []
+    assert tool.against_record(saved["runs"], saved) == []
+    changed = copy.deepcopy(saved["runs"])
+    changed["resumed at 10"]["losses"][-1] += 1e-5
+    changed["2 processes, FSDP"]["parameter_sum"] += 0.01
+    assert tool.against_record(changed, saved) == [
+        "2 processes, FSDP: parameter_sum differs from the record by 0.01",
+        "resumed at 10: loss differs from the record by 1e-05",
+    ]
 
 
 def test_micro_batches_cover_the_stream_once_in_the_same_steps():

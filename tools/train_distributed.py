@@ -88,7 +88,7 @@ def differences(runs: dict, reference: str = REFERENCE) -> dict:
     base = runs[reference]
     found = {}
     for name, run in runs.items():
-        first = run["first_step"] - 1
+        first = run["first_step"] - base["first_step"]  # align the steps
         losses = base["losses"][first : first + len(run["losses"])]
         found[name] = {
             "loss": max(abs(a - b) for a, b in zip(run["losses"], losses)),
@@ -116,17 +116,26 @@ def problems(runs: dict) -> list[str]:
     return wrong
 
 
+def against_record(runs: dict, saved: dict) -> list[str]:
+    """Where ``runs`` differ from the ``saved`` record by more than ``TOLERANCE``."""
+    wrong = []
+    for name, run in runs.items():
+        if name not in saved["runs"]:
+            wrong.append(f"{name}: not in the record")
+            continue
+        again = differences({"saved": saved["runs"][name], "now": run}, "saved")["now"]
+        wrong += [f"{name}: {key} differs from the record by {again[key]:.3g}"
+                  for key, tolerance in TOLERANCE.items() if again[key] > tolerance]
+    return wrong
+
+
 def record_or_check(check: bool) -> int:
     runs = run_all()
     record = {"tolerance": TOLERANCE, "reference": REFERENCE, "runs": runs,
               "differences": differences(runs)}
     wrong = problems(runs)
     if check:
-        saved = json.loads(RECORD.read_text(encoding="utf-8"))
-        for name, run in runs.items():
-            again = differences({"saved": saved["runs"][name], "now": run}, "saved")["now"]
-            wrong += [f"{name}: {key} differs from the record by {again[key]:.3g}"
-                      for key, tolerance in TOLERANCE.items() if again[key] > tolerance]
+        wrong += against_record(runs, json.loads(RECORD.read_text(encoding="utf-8")))
     else:
         RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {RECORD.relative_to(REPO_ROOT)}")
