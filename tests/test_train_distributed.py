@@ -66,6 +66,16 @@ def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(runs):
     assert resumed["parameter_sum"] == whole["parameter_sum"]
 
 
+def test_fsdp_resumes_bit_for_bit_too(tmp_path):
+    small = ["--steps", "4", "--max-tokens", "300", "--device", "cpu", "--strategy", "fsdp"]
+    checkpoint = str(tmp_path / "sharded.pt")
+    whole = launch(small, 2)
+    stopped = launch([*small, "--stop-at", "2", "--checkpoint", checkpoint], 2)
+    resumed = launch([*small, "--resume", checkpoint], 2)
+    assert stopped["losses"] + resumed["losses"] == whole["losses"]
+    assert resumed["parameter_sum"] == whole["parameter_sum"]
+
+
 def test_bf16_follows_float32_closely_but_not_exactly(runs):
     bf16, fp32 = runs["1 process, bf16"]["losses"], runs[tool.REFERENCE]["losses"]
     gaps = [abs(a - b) for a, b in zip(bf16, fp32)]
