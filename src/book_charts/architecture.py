@@ -31,6 +31,7 @@ CHAPTERS = {
     14: "14_translating",
     15: "15_writing_poems",
     16: "16_modern_decoder",
+    17: "17_past_one_machine",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -49,6 +50,7 @@ CHAPTER_TITLES = {
     14: "translating English into Chinese",
     15: "from translator to GPT: writing Tang poems",
     16: "from 2017 to today's models: RMSNorm, RoPE, SwiGLU, GQA",
+    17: "past one machine: the translator on several processes",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -77,6 +79,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     # norms, feed-forward, the output layer)
     "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3",
                        "linear"),
+    "past_one_machine": (),  # filled in below: everything, copied into every process
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -191,7 +194,7 @@ def architecture(
         "softmax": (dx0, 376, dx1, 396, "softmax", "Softmax"),
     }
     lit = set(PARTS[part]) if part else set()
-    if part in ("full_transformer", "translating"):
+    if part in ("full_transformer", "translating", "past_one_machine"):
         lit = {*rows, "encoder", "decoder", "loop"}
 
     def tooltip(block_id):
@@ -252,8 +255,8 @@ def architecture(
              (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned"),
              (12, "Ch. 12: when search matters"), (13, "Ch. 13: tokens from real text"),
              (14, "Ch. 14: English to Chinese"), (15, "Ch. 15: a GPT writes poems")]
-    if chapter == 16:  # shown on its own page (the other pages' stored maps stay as they are)
-        links.append((16, "Ch. 16: today's models"))
+    if chapter in (16, 17):  # shown on its own page (the other pages' stored maps stay as they are)
+        links.append((chapter, {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine"}[chapter]))
     for row, (number, text) in enumerate(links):
         notes.append(Note(text, 10, 392 - 15 * row, "left", 10, color=HIGHLIGHT if number == chapter else LINK,
                           bold=number == chapter, href=chapter_page(number),

@@ -32,11 +32,27 @@ Chapter 16 brings the block up to today's models (modern.py): ``RMSNorm``, rotar
 (``rotary_table``, ``apply_rotary``), ``SwiGLU`` and ``GroupedQueryAttention``, assembled in
 ``ModernDecoder`` (``ModernConfig``) and checked against Hugging Face's Llama
 (``llama_from_hf``).
+
+Chapter 17 trains chapter 14's translator on several processes with ``torch.distributed``
+(distributed.py): one stream of length batches dealt out (``batch_stream``,
+``micro_batch_index``), the loss normalised by the step's token count over every process
+(``scaled_loss``), ``train_steps`` under DDP or FSDP2, bf16 autocast, exact checkpoints, and
+``train_distributed``, the body of ``tools/train_distributed.py``, which ``launch`` runs under
+torchrun.
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
 from transformer_book.batching import length_batches, pad_rows, padding_share
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
+from transformer_book.distributed import (
+    TranslationLoss,
+    batch_stream,
+    launch,
+    micro_batch_index,
+    scaled_loss,
+    train_distributed,
+    train_steps,
+)
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
 from transformer_book.gpt import (
@@ -130,6 +146,13 @@ from transformer_book.translation import (
 )
 
 __all__ = [
+    "TranslationLoss",
+    "batch_stream",
+    "launch",
+    "micro_batch_index",
+    "scaled_loss",
+    "train_distributed",
+    "train_steps",
     "swiglu_hidden",
     "rotate_half",
     "rotary_table",
