@@ -200,18 +200,6 @@ MUTATIONS = [
     ("ch16", "kv_cache_bytes", "2 * layers * kv_heads", "layers * kv_heads", "keys AND values"),
     ("ch16", "swiglu_size", "budget // (3 * d_model)", "budget // (2 * d_model)", "THREE"),
     ("ch16", "swiglu_size", "return largest - largest % multiple_of", "return largest", "must be a multiple"),
-    # Chapter 17: the bytes of an FSDP shard, fp16's loss scale, where a resumed run starts.
-    ("ch17", "shard_bytes", "piece = -(-rows // world_size)", "piece = rows // world_size",
-     "drops the remainder rows"),
-    ("ch17", "shard_bytes", "return total * bytes_per_value", "return total", "count bytes, not values"),
-    ("ch17", "update_scale", "return scale * 2.0, 0", "return scale * 2.0, good_steps",
-     "after the scale grows, the count starts again"),
-    ("ch17", "update_scale", "return scale * 0.5, 0", "return scale * 0.5, good_steps",
-     "count of good steps starts again at 0"),
-    ("ch17", "resume_position", "index = step * world_size * accumulate", "index = step * accumulate",
-     "one per process per micro-batch"),
-    ("ch17", "resume_position", "index // batches_per_epoch + 1", "index // batches_per_epoch",
-     "epochs count from 1"),
 ]
 
 

@@ -1,30 +1,55 @@
 """Chapter 17 exercises: the bytes one process holds under FSDP, the loss scale of fp16
 training, and where a resumed run picks up the batch stream.
 
-    from book_exercises.ch17 import check_shard_bytes
-    check_shard_bytes(shard_bytes)
+    from book_exercises import check
+    check(shard_bytes, device=device)
 
-Every checker calls the reader's function on fixed inputs and compares it with a formula
-written here: ``torch.chunk``'s split of a parameter's rows (what FSDP2 does), the update
-rule of ``torch.amp.GradScaler``, and the order of ``micro_batch_index``.
+Each check calls the reader's function on fixed inputs and compares it with what torch or the
+companion package does: ``torch.chunk``'s split of a parameter's rows (what FSDP2 does), the
+scale update ``torch.amp.GradScaler`` calls, and ``micro_batch_index``'s order of the stream.
 """
 
 from __future__ import annotations
 
 import math
 
-from book_exercises.core import Case, Exercise, Mistake, run
+import torch
+
+from book_exercises.core import Case, Exercise, Mistake
+from transformer_book.distributed import micro_batch_index
 from transformer_book.translation import TRANSLATION_CONFIG
 
+# ---------------------------------------------------------------------------------------------
 # Exercise 1: the parameter bytes one process holds under FSDP
 
 
-def _shard_reference(shapes, world_size, rank, bytes_per_value):
+def _shard(shapes, world_size, rank, bytes_per_value):
+    """torch.chunk's piece ``rank`` of each tensor (none past the pieces it returns)."""
     total = 0
     for shape in shapes:
-        rows, rest = shape[0], math.prod(shape[1:])
-        piece = -(-rows // world_size)  # torch.chunk: pieces of ceil(rows / world_size)
-        total += max(0, min(piece, rows - rank * piece)) * rest
+        pieces = torch.empty(shape, device="meta").chunk(world_size)
+        total += pieces[rank].numel() if rank < len(pieces) else 0
+    return total * bytes_per_value
+
+
+def _cut(shapes, world_size, rank, bytes_per_value, rows=lambda shape: shape[0],
+         held=lambda piece, left: max(0, min(piece, left))):
+    """Mistaken cuts: the axis cut (``rows``) and the rows a rank holds (``held``)."""
+    total = 0
+    for shape in shapes:
+        count = rows(shape)
+        piece = -(-count // world_size)
+        total += held(piece, count - rank * piece) * math.prod(shape) // count
+    return total * bytes_per_value
+
+
+def _split_evenly(shapes, world_size, rank, bytes_per_value):
+    """numpy.array_split / torch.tensor_split: the first rows % N ranks hold one row more."""
+    total = 0
+    for shape in shapes:
+        rows = shape[0]
+        held = rows // world_size + (rank < rows % world_size)
+        total += held * math.prod(shape[1:])
     return total * bytes_per_value
 
 
@@ -51,7 +76,8 @@ SHARD_BYTES = Exercise(
     task="the bytes of parameters that process `rank` holds when FSDP cuts every tensor's "
     "rows like torch.chunk.",
     cases=_shard_cases,
-    reference=_shard_reference,
+    reference=_shard,
+    success="matches torch.chunk's pieces",
     mistakes=[
         Mistake("FSDP cuts each tensor, not the total: every tensor's rows go in pieces of "
                 "ceil(rows / world_size) (torch.chunk), so the first ranks hold a little "
@@ -62,26 +88,46 @@ SHARD_BYTES = Exercise(
                 "hold what is left.",
                 lambda shapes, w, r, b: sum(s[0] // w * math.prod(s[1:]) for s in shapes) * b),
         Mistake("count bytes, not values: multiply by bytes_per_value.",
-                lambda shapes, w, r, b: _shard_reference(shapes, w, r, 1)),
+                lambda shapes, w, r, b: _shard(shapes, w, r, 1)),
+        Mistake("torch.chunk does not spread the remainder one row each over the first ranks "
+                "(that is torch.tensor_split): every piece but the last holds "
+                "ceil(rows / world_size) rows, and the last ones hold what is left, or nothing.",
+                _split_evenly),
+        Mistake("the last pieces are smaller or empty: a rank holds min(piece, rows - rank · "
+                "piece) rows, not a whole piece.",
+                lambda shapes, w, r, b: _cut(shapes, w, r, b, held=lambda piece, left: piece)),
+        Mistake("a rank past the end of a small tensor holds no rows, not a negative number: "
+                "max(0, rows - rank · piece).",
+                lambda shapes, w, r, b: _cut(shapes, w, r, b, held=min)),
+        Mistake("FSDP cuts a tensor's first axis, its rows (shape[0]), not its last.",
+                lambda shapes, w, r, b: _cut(shapes, w, r, b, rows=lambda shape: shape[-1])),
     ],
 )
 
 
-def check_shard_bytes(function, device=None):
-    """Check ``function(shapes, world_size, rank, bytes_per_value) -> int``."""
-    return run(SHARD_BYTES, function, device)
-
-
+# ---------------------------------------------------------------------------------------------
 # Exercise 2: the loss scale of fp16 training
 
 
-def _scale_reference(scale, found_inf, good_steps, growth_interval):
+def _amp_update(scale, found_inf, good_steps, growth_interval):
+    """What GradScaler.update does: torch's own in-place update of the scale and count."""
+    scale_ = torch.tensor([scale], dtype=torch.float32)
+    steps_ = torch.tensor([good_steps], dtype=torch.int32)
+    inf_ = torch.tensor([float(found_inf)])
+    torch._amp_update_scale_(scale_, steps_, inf_, 2.0, 0.5, growth_interval)
+    return float(scale_), int(steps_)
+
+
+def _rule(scale, found_inf, good_steps, growth_interval, reset_after_inf=True,
+          reset_after_growth=True, backoff=0.5, count_first=True):
+    """Mistaken versions of the rule, one switch each."""
     if found_inf:
-        return scale * 0.5, 0
-    good_steps += 1
+        return scale * backoff, 0 if reset_after_inf else good_steps
+    if count_first:
+        good_steps += 1
     if good_steps == growth_interval:
-        return scale * 2.0, 0
-    return scale, good_steps
+        return scale * 2.0, 0 if reset_after_growth else good_steps
+    return scale, good_steps + (not count_first)
 
 
 def _scale_cases():
@@ -98,31 +144,31 @@ UPDATE_SCALE = Exercise(
     name="update_scale",
     task="(the next scale, the next count of good steps), as GradScaler.update does.",
     cases=_scale_cases,
-    reference=_scale_reference,
+    reference=_amp_update,
+    success="matches torch's GradScaler update",
     mistakes=[
         Mistake("after an overflow the count of good steps starts again at 0: the scale "
                 "grows only after growth_interval good steps IN A ROW.",
-                lambda s, inf, g, n: (s * 0.5, g) if inf else _scale_reference(s, inf, g, n)),
+                lambda s, inf, g, n: _rule(s, inf, g, n, reset_after_inf=False)),
         Mistake("after the scale grows, the count starts again at 0, or it would double at "
                 "every later step.",
-                lambda s, inf, g, n: (s * 0.5, 0) if inf else
-                ((s * 2.0, g + 1) if g + 1 >= n else (s, g + 1))),
+                lambda s, inf, g, n: _rule(s, inf, g, n, reset_after_growth=False)),
         Mistake("an overflow halves the scale (backoff 0.5); it does not leave it as it is.",
-                lambda s, inf, g, n: (s, 0) if inf else _scale_reference(s, inf, g, n)),
+                lambda s, inf, g, n: _rule(s, inf, g, n, backoff=1.0)),
+        Mistake("count this good step before comparing: the scale doubles at the step that "
+                "brings the count to growth_interval, not one step later.",
+                lambda s, inf, g, n: _rule(s, inf, g, n, count_first=False)),
     ],
 )
 
 
-def check_update_scale(function, device=None):
-    """Check ``function(scale, found_inf, good_steps, growth_interval) -> (scale, steps)``."""
-    return run(UPDATE_SCALE, function, device)
-
-
+# ---------------------------------------------------------------------------------------------
 # Exercise 3: where a resumed run picks up the stream
 
 
-def _resume_reference(step, world_size, accumulate, batches_per_epoch):
-    index = step * world_size * accumulate
+def _resume(step, world_size, accumulate, batches_per_epoch):
+    """The epoch (from 1) and index in it of the stream's batch micro_batch_index gives first."""
+    index = micro_batch_index(step, 0, 0, world_size, accumulate)
     return index // batches_per_epoch + 1, index % batches_per_epoch
 
 
@@ -140,92 +186,20 @@ RESUME_POSITION = Exercise(
     task="(the epoch, counted from 1, and the index within it) of the first batch step "
     "`step` reads.",
     cases=_resume_cases,
-    reference=_resume_reference,
+    reference=_resume,
+    success="matches micro_batch_index's stream",
     mistakes=[
         Mistake("a step reads world_size × accumulate batches: one per process per "
                 "micro-batch, so step s starts at batch s · world_size · accumulate.",
-                lambda s, w, k, n: _resume_reference(s, 1, k, n)),
+                lambda s, w, k, n: _resume(s, 1, k, n)),
         Mistake("accumulation reads batches too: step s starts at s · world_size · "
                 "accumulate, not s · world_size.",
-                lambda s, w, k, n: _resume_reference(s, w, 1, n)),
+                lambda s, w, k, n: _resume(s, w, 1, n)),
         Mistake("epochs count from 1 (the seed of epoch e is seed · 1000 + e): add 1 to "
                 "index // batches_per_epoch.",
                 lambda s, w, k, n: ((s * w * k) // n, (s * w * k) % n)),
+        Mistake("the index within the epoch is what is left after the whole epochs: "
+                "index % batches_per_epoch, not the index in the whole stream.",
+                lambda s, w, k, n: ((s * w * k) // n + 1, s * w * k)),
     ],
-)
-
-
-def check_resume_position(function, device=None):
-    """Check ``function(step, world_size, accumulate, batches_per_epoch) -> (epoch, i)``."""
-    return run(RESUME_POSITION, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "shard_bytes": '''def shard_bytes(shapes, world_size, rank, bytes_per_value):
-    """The bytes of the parameters (of these shapes) that process `rank` holds."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-    "update_scale": '''def update_scale(scale, found_inf, good_steps, growth_interval):
-    """(next scale, next count of good steps) after one step of fp16 training."""
-    # Your code here (about 6 lines).
-    raise NotImplementedError
-''',
-    "resume_position": '''def resume_position(step, world_size, accumulate, batches_per_epoch):
-    """(epoch from 1, index in the epoch) of the first batch of step `step`."""
-    # Your code here (about 2 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "shard_bytes": '''import math
-
-
-def shard_bytes(shapes, world_size, rank, bytes_per_value):
-    """The bytes of the parameters (of these shapes) that process `rank` holds."""
-    total = 0
-    for shape in shapes:
-        rows, rest = shape[0], math.prod(shape[1:])
-        piece = -(-rows // world_size)  # ceil: torch.chunk's piece
-        total += max(0, min(piece, rows - rank * piece)) * rest
-    return total * bytes_per_value
-''',
-    "update_scale": '''def update_scale(scale, found_inf, good_steps, growth_interval):
-    """(next scale, next count of good steps) after one step of fp16 training."""
-    if found_inf:  # the step was skipped: back off
-        return scale * 0.5, 0
-    good_steps += 1
-    if good_steps == growth_interval:
-        return scale * 2.0, 0
-    return scale, good_steps
-''',
-    "resume_position": '''def resume_position(step, world_size, accumulate, batches_per_epoch):
-    """(epoch from 1, index in the epoch) of the first batch of step `step`."""
-    index = step * world_size * accumulate
-    return index // batches_per_epoch + 1, index % batches_per_epoch
-''',
-}
-
-CHECKERS = {
-    "shard_bytes": check_shard_bytes,
-    "update_scale": check_update_scale,
-    "resume_position": check_resume_position,
-}
-
-QUESTION = (
-    "Every process of a DDP run must shuffle the batch stream with the same seed, yet each "
-    "must read different batches. What goes wrong if each process seeds its shuffle with "
-    "its own rank, and what if all of them read the same batches?"
-)
-ANSWER = (
-    "With a seed per rank, each process draws its own order of the same batches: over an "
-    "epoch some batches are read by two processes in one step and others by none, so the "
-    "run no longer sees each example once an epoch, and no single process's order tells "
-    "which batches made a step (a resumed run cannot find its place). With the same "
-    "batches in every process, the all-reduce averages identical gradients: the update is "
-    "that of one process, and the others only burn power. The stream must be one, shared "
-    "by all (the same seed), and dealt out: process r takes every world_size-th batch."
 )
