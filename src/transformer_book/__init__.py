@@ -64,7 +64,7 @@ from transformer_book.gpt import (
     hf_parameter_pairs,
 )
 from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
-from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
+from transformer_book.masking import padding_mask, subsequent_mask, target_mask
 from transformer_book.decoding import (
     beam_search,
     greedy_decode,
@@ -95,7 +95,7 @@ from transformer_book.modern import (
     rotate_half,
     swiglu_hidden,
 )
-from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.multihead import MultiHeadAttention, check_attention_mask, load_torch_attention
 from transformer_book.numerals import (
     NUMBERS_CONFIG,
     NUMBERS_TRAINING,
