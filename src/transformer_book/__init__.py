@@ -31,7 +31,10 @@ trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_
 Chapter 16 brings the block up to today's models (modern.py): ``RMSNorm``, rotary positions
 (``rotary_table``, ``apply_rotary``), ``SwiGLU`` and ``GroupedQueryAttention``, assembled in
 ``ModernDecoder`` (``ModernConfig``) and checked against Hugging Face's Llama
-(``llama_from_hf``).
+(``llama_from_hf``). ``ModernConfig``'s options undo one of Llama's choices at a time
+(``positions``: also ALiBi, ``alibi_mask``, a learned table, the sinusoids or none; ``norm``;
+``feed_forward``) for tools/train_modern_sweep.py and tools/train_length_sweep.py, whose records
+``sweep_record`` loads.
 """
 
 from transformer_book.attention import check_mask, scaled_dot_product_attention
@@ -72,11 +75,14 @@ from transformer_book.modern import (
     ModernLayer,
     RMSNorm,
     SwiGLU,
+    alibi_mask,
+    alibi_slopes,
     apply_rotary,
     llama_from_hf,
     llama_parameter_pairs,
     rotary_table,
     rotate_half,
+    sweep_record,
     swiglu_hidden,
 )
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
@@ -131,6 +137,9 @@ from transformer_book.translation import (
 
 __all__ = [
     "swiglu_hidden",
+    "alibi_mask",
+    "alibi_slopes",
+    "sweep_record",
     "rotate_half",
     "rotary_table",
     "llama_parameter_pairs",
