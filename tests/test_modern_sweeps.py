@@ -92,3 +92,22 @@ def test_the_runs_are_shorter_than_the_poets_and_still_far_from_it():
     assert settings["steps"] * settings["batch_size"] * 10 < poet
     best = min(min(perplexities(arm)) for arm in SWEEP["runs"])
     assert best > 3 * poet_history()["held_out_perplexity"]
+
+
+def test_chapter_16s_words_on_length_hold_on_the_recorded_runs():
+    # "the order is the same with every seed": verses 5-8 over verses 1-4, ALiBi lowest, then
+    # NoPE, rotary positions and the sinusoids, each seed's runs compared with the same seed's
+    order = ["alibi", "none", "rotary", "sinusoidal"]
+    for seed in LENGTH["runs"]["alibi"]:
+        ratios = []
+        for arm in order:
+            first, second = halves(arm, seed)
+            ratios.append(second / first)
+        assert ratios == sorted(ratios) and ratios[0] > 1, (seed, ratios)
+        assert halves("learned", seed)[1] is None  # "cannot be asked"
+    # "within the trained length ... the learned table is best on verses 1-4, ALiBi and NoPE the
+    # worst" (means over seeds)
+    first_half = {arm: mean([halves(arm, seed)[0] for seed in runs])
+                  for arm, runs in LENGTH["runs"].items()}
+    ranked = sorted(first_half, key=first_half.get)
+    assert ranked[0] == "learned" and set(ranked[-2:]) == {"alibi", "none"}

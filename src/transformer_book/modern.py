@@ -170,7 +170,9 @@ class GroupedQueryAttention(nn.Module):
     x (batch, seq, d_model) -> (batch, seq, d_model). kv_heads = heads is multi-head
     attention; kv_heads = 1 is multi-query attention. ``cache`` is chapter 10's
     key/value cache (a dict, ``{}`` at first): it stores the rotated keys and the
-    values of the kv_heads heads, (batch, kv_heads, positions, d_k).
+    values of the kv_heads heads, (batch, kv_heads, positions, d_k). ``cos`` and
+    ``sin`` None: no rotation (the model gives positions another way); a 4-axis
+    ``mask`` (1, heads, queries, keys) is added per head (ALiBi's, later on).
     """
 
     def __init__(self, d_model: int, heads: int, kv_heads: int | None = None,
