@@ -19,8 +19,7 @@ from transformer_book import (
     subsequent_mask,
     target_mask,
 )
-from transformer_book.masking import check_attention_mask
-from transformer_book.multihead import load_torch_attention
+from transformer_book.multihead import check_attention_mask, load_torch_attention
 
 PAD = 0
 

@@ -1,6 +1,8 @@
 """Chapter 16's modern decoder: parity with transformers' LlamaForCausalLM (logits and
 gradients in float64, late positions, 1, 2 and 4 query heads per key/value head), cached
-decoding, the rotary layouts, and clear errors for bad inputs."""
+decoding, the rotary layouts, ALiBi against transformers' BLOOM, the options that undo one of
+Llama's choices (for tools/train_modern_sweep.py and tools/train_length_sweep.py), and clear
+errors for bad inputs."""
 
 import warnings
 
@@ -13,6 +15,8 @@ from transformer_book import (
     ModernDecoder,
     RMSNorm,
     SwiGLU,
+    alibi_mask,
+    alibi_slopes,
     apply_rotary,
     causal_lm_loss,
     llama_from_hf,
@@ -23,7 +27,8 @@ from transformer_book import (
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    from transformers import LlamaConfig, LlamaForCausalLM, logging
+    from transformers import BloomConfig, BloomModel, LlamaConfig, LlamaForCausalLM, logging
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
 
 logging.set_verbosity_error()
 
@@ -130,6 +135,19 @@ def test_rmsnorm_equals_torch_and_swiglu_sizes():
     (lambda: apply_rotary(torch.ones(5, 8), *rotary_table(torch.arange(4), 8)),
      r"cos and sin must have shape \(seq, d_k\) = \(5, 8\)"),
     (lambda: RMSNorm(8)(torch.ones(2, 7)), "x must end with d_model=8 features"),
+    (lambda: ModernConfig(10, positions="relative"),
+     "positions must be one of .*got positions='relative'"),
+    (lambda: ModernConfig(10, norm="batch"), "norm must be one of .*got norm='batch'"),
+    (lambda: ModernConfig(10, feed_forward="relu"), "feed_forward must be one of"),
+    (lambda: ModernConfig(10, max_len=0), "max_len must be a positive int; got max_len=0"),
+    (lambda: ModernConfig(10, d_model=15, heads=3, positions="sinusoidal"),
+     "sinusoidal positions need an even d_model; got d_model=15"),
+    (lambda: alibi_slopes(0), "heads must be a positive int; got heads=0"),
+    (lambda: alibi_mask(4, 3, offset=-2), "offset must be an int >= 0; got offset=-2"),
+    (lambda: ModernDecoder(ModernConfig(10, d_model=16, heads=2, layers=1,
+                                        positions="learned", max_len=4))(
+        torch.ones(1, 5, dtype=torch.long)),
+     r"positions 0..4 do not fit the learned table of max_len=4"),
 ])
 def test_bad_inputs_raise_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):
@@ -148,3 +166,80 @@ def test_decoder_refuses_bad_calls():
         model(torch.tensor([[3]]), [{}, {}])
     with pytest.raises(TypeError, match="expected a transformers LlamaForCausalLM"):
         llama_from_hf(model)
+
+
+@pytest.mark.parametrize("heads", [4, 6, 8])
+def test_alibi_probabilities_equal_bloom(heads):
+    """BLOOM adds slope * key position to the scores, Press's ALiBi -slope * (query - key):
+    the two differ by a constant on each row, which the softmax removes."""
+    assert torch.equal(alibi_slopes(heads), _get_alibi_slopes(heads, "cpu"))
+    torch.manual_seed(0)
+    config = BloomConfig(vocab_size=50, hidden_size=8 * heads, n_layer=1, n_head=heads,
+                         attn_implementation="eager")
+    theirs = BloomModel(config).double().eval()
+    captured = {}
+    attention = theirs.h[0].self_attention
+    attention.query_key_value.register_forward_hook(
+        lambda module, inputs, output: captured.update(qkv=output))
+    tokens = torch.randint(0, 50, (2, 40))
+    with torch.no_grad():
+        their_probs = theirs(tokens, output_attentions=True).attentions[0]  # (2, h, 40, 40)
+    queries, keys, _ = attention._reshape(captured["qkv"])  # (2, h, 40, 8) each
+    scores = queries @ keys.transpose(-1, -2) / 8 ** 0.5  # (2, h, 40, 40)
+    ours = torch.softmax(scores + alibi_mask(heads, 40, dtype=torch.float64), dim=-1)
+    assert torch.allclose(ours, their_probs, atol=1e-6)  # BLOOM's softmax is in float32
+    # without the bias (the causal mask alone) the probabilities differ
+    causal = alibi_mask(heads, 40, dtype=torch.float64).isinf()
+    plain = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+    assert (plain - their_probs).abs().max() > 1e-2
+
+
+def test_alibi_mask_is_press_bias_and_cached_decoding_agrees():
+    mask = alibi_mask(2, 3, offset=1)  # (1, heads, queries, keys)
+    slopes = alibi_slopes(2)  # 1/16, 1/256
+    assert mask.shape == (1, 2, 3, 4) and slopes.tolist() == [2**-4, 2**-8]
+    assert mask[0, 0, 0].tolist() == [-1 / 16, 0.0, float("-inf"), float("-inf")]
+    assert mask[0, 1, 2].tolist() == [-3 / 256, -2 / 256, -1 / 256, 0.0]
+    assert torch.equal(alibi_mask(2, 4)[:, :, 1:], mask)
+
+
+@pytest.mark.parametrize("options", [
+    {"positions": "alibi"}, {"positions": "learned"}, {"positions": "sinusoidal"},
+    {"positions": "none"}, {"norm": "layer"}, {"feed_forward": "gelu"},
+])
+def test_undone_choices_decode_with_the_cache_like_the_full_pass(options):
+    torch.manual_seed(0)
+    config = ModernConfig(30, d_model=16, heads=4, kv_heads=2, layers=2, max_len=12,
+                          **options)
+    model = ModernDecoder(config).double().eval()
+    tokens = torch.randint(0, 30, (2, 12))
+    with torch.no_grad():
+        full = model(tokens)
+        caches = model.new_caches()
+        steps = [model(tokens[:, :5], caches)]
+        steps += [model(tokens[:, i: i + 1], caches, i) for i in range(5, 12)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-10)
+
+
+def test_undone_choices_have_the_parts_they_name():
+    def parts(**options):
+        model = ModernDecoder(ModernConfig(30, d_model=16, heads=4, layers=1, **options))
+        return {type(m).__name__ for m in model.modules()}, dict(model.named_parameters())
+
+    names, weights = parts(norm="layer", feed_forward="gelu")
+    assert "LayerNorm" in names and "RMSNorm" not in names and "SwiGLU" not in names
+    assert names >= {"ActivationFeedForward"}
+    zeros = [n for n in weights if n.endswith(("beta", "bias"))]
+    assert zeros and all(not weights[n].any() for n in zeros)  # biases start at zero
+    assert ModernConfig(30, d_model=16, feed_forward="gelu").hidden == 64
+    _, learned = parts(positions="learned", max_len=20)
+    assert learned["positions.weight"].shape == (20, 16)
+    # no rotation: the positions come from the table, ALiBi's mask or nothing at all
+    tokens = torch.randint(0, 30, (1, 6))
+    torch.manual_seed(1)
+    nope = ModernDecoder(ModernConfig(30, d_model=16, heads=4, layers=1, positions="none"))
+    torch.manual_seed(1)
+    rope = ModernDecoder(ModernConfig(30, d_model=16, heads=4, layers=1))
+    with torch.no_grad():
+        assert torch.equal(nope(tokens)[:, 0], rope(tokens)[:, 0])  # position 0: no turn
+        assert not torch.allclose(nope(tokens)[:, 1:], rope(tokens)[:, 1:])

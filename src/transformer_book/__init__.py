@@ -31,7 +31,10 @@ trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_
 Chapter 16 brings the block up to today's models (modern.py): ``RMSNorm``, rotary positions
 (``rotary_table``, ``apply_rotary``), ``SwiGLU`` and ``GroupedQueryAttention``, assembled in
 ``ModernDecoder`` (``ModernConfig``) and checked against Hugging Face's Llama
-(``llama_from_hf``).
+(``llama_from_hf``). ``ModernConfig``'s options undo one of Llama's choices at a time
+(``positions``: also ALiBi, ``alibi_mask``, a learned table, the sinusoids or none; ``norm``;
+``feed_forward``) for tools/train_modern_sweep.py and tools/train_length_sweep.py, whose records
+``sweep_record`` loads.
 
 Chapter 17 trains chapter 14's translator on several processes with ``torch.distributed``
 (distributed.py): one stream of length batches dealt out (``batch_stream``,
@@ -44,6 +47,14 @@ torchrun.
 from transformer_book.attention import check_mask, scaled_dot_product_attention
 from transformer_book.batching import length_batches, pad_rows, padding_share
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
+from transformer_book.decoding import (
+    beam_search,
+    greedy_decode,
+    length_penalized,
+    sample_decode,
+    sequence_log_prob,
+    top_p_filter,
+)
 from transformer_book.distributed import (
     TranslationLoss,
     batch_stream,
@@ -55,6 +66,7 @@ from transformer_book.distributed import (
 )
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
+from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
 from transformer_book.gpt import (
     GPT,
     GPTConfig,
@@ -63,16 +75,7 @@ from transformer_book.gpt import (
     gpt_from_hf,
     hf_parameter_pairs,
 )
-from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
-from transformer_book.masking import check_attention_mask, padding_mask, subsequent_mask, target_mask
-from transformer_book.decoding import (
-    beam_search,
-    greedy_decode,
-    length_penalized,
-    sample_decode,
-    sequence_log_prob,
-    top_p_filter,
-)
+from transformer_book.masking import padding_mask, subsequent_mask, target_mask
 from transformer_book.model import (
     EmbeddingWithPositions,
     Transformer,
@@ -88,14 +91,18 @@ from transformer_book.modern import (
     ModernLayer,
     RMSNorm,
     SwiGLU,
+    alibi_mask,
+    alibi_slopes,
     apply_rotary,
     llama_from_hf,
     llama_parameter_pairs,
     rotary_table,
     rotate_half,
+    sweep_record,
     swiglu_hidden,
 )
-from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.multihead import MultiHeadAttention, check_attention_mask, load_torch_attention
+from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.numerals import (
     NUMBERS_CONFIG,
     NUMBERS_TRAINING,
@@ -104,7 +111,6 @@ from transformer_book.numerals import (
     numbers_task,
     pretrained_numbers_model,
 )
-from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.poems import CharVocabulary, poem_split, read_poems, twin_poems
 from transformer_book.poet import (
     POET_CONFIG,
@@ -131,8 +137,8 @@ from transformer_book.training import (
     DATES_CONFIG,
     DATES_TRAINING,
     exact_match_accuracy,
-    train_model,
     pretrained_dates_model,
+    train_model,
     training_spread,
 )
 from transformer_book.translation import (
@@ -146,54 +152,46 @@ from transformer_book.translation import (
 )
 
 __all__ = [
-    "TranslationLoss",
-    "batch_stream",
-    "launch",
-    "micro_batch_index",
-    "scaled_loss",
-    "train_distributed",
-    "train_steps",
-    "swiglu_hidden",
-    "rotate_half",
-    "rotary_table",
-    "llama_parameter_pairs",
-    "llama_from_hf",
-    "apply_rotary",
-    "SwiGLU",
-    "RMSNorm",
-    "ModernLayer",
-    "ModernDecoder",
-    "ModernConfig",
-    "GroupedQueryAttention",
-    "BytePairEncoding",
-    "CharVocabulary",
     "DATES_CONFIG",
     "DATES_TRAINING",
+    "GPT",
+    "NUMBERS_CONFIG",
+    "NUMBERS_TRAINING",
+    "POET_CONFIG",
+    "POET_TRAINING",
+    "TRANSLATION_CONFIG",
+    "TRANSLATION_TRAINING",
+    "BytePairEncoding",
+    "CharVocabulary",
     "Decoder",
     "DecoderLayer",
     "EmbeddingWithPositions",
     "Embeddings",
     "Encoder",
     "EncoderLayer",
-    "GPT",
     "GPTConfig",
     "Generator",
+    "GroupedQueryAttention",
     "LabelSmoothingLoss",
     "LayerNorm",
+    "ModernConfig",
+    "ModernDecoder",
+    "ModernLayer",
     "MultiHeadAttention",
-    "NUMBERS_CONFIG",
-    "NUMBERS_TRAINING",
-    "POET_CONFIG",
-    "POET_TRAINING",
     "Poet",
     "PositionalEncoding",
     "PositionwiseFeedForward",
+    "RMSNorm",
     "SublayerConnection",
-    "TRANSLATION_CONFIG",
-    "TRANSLATION_TRAINING",
+    "SwiGLU",
     "Transformer",
+    "TranslationLoss",
     "Translator",
     "Vocabulary",
+    "alibi_mask",
+    "alibi_slopes",
+    "apply_rotary",
+    "batch_stream",
     "beam_search",
     "causal_lm_loss",
     "causal_mask",
@@ -202,21 +200,25 @@ __all__ = [
     "chinese_numeral",
     "chinese_vocabulary",
     "corpus_scores",
+    "english_keys",
     "english_vocabulary",
     "english_words",
-    "english_keys",
     "exact_match_accuracy",
     "gpt_from_hf",
     "greedy_decode",
     "hf_parameter_pairs",
+    "launch",
     "learn_bpe",
     "length_batches",
     "length_penalized",
+    "llama_from_hf",
+    "llama_parameter_pairs",
     "load_torch_attention",
     "load_torch_decoder_layer",
     "load_torch_encoder_layer",
     "load_torch_transformer",
     "make_model",
+    "micro_batch_index",
     "numbers_task",
     "pad_rows",
     "padding_mask",
@@ -224,29 +226,36 @@ __all__ = [
     "perplexity",
     "poem_split",
     "poet_history",
+    "pretrained_dates_model",
+    "pretrained_numbers_model",
     "pretrained_poet",
     "pretrained_translator",
     "read_merges",
     "read_pairs",
     "read_poems",
     "regular_form",
+    "rotary_table",
+    "rotate_half",
     "sample_decode",
     "sample_next_token",
     "scaled_dot_product_attention",
+    "scaled_loss",
     "sequence_log_prob",
     "sequence_loss",
     "sinusoidal_table",
     "subsequent_mask",
+    "sweep_record",
+    "swiglu_hidden",
     "target_mask",
     "tatoeba_split",
     "top_p_filter",
+    "train_distributed",
     "train_lm",
     "train_model",
     "train_poet",
     "train_recipe",
+    "train_steps",
     "train_translator",
-    "pretrained_dates_model",
-    "pretrained_numbers_model",
     "training_spread",
     "twin_groups",
     "twin_poems",

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import torch
 
-# chapter 3's rule, re-exported
-from transformer_book.multihead import check_attention_mask  # noqa: F401
 from transformer_book.validation import check_tensor
 
 

@@ -8,14 +8,23 @@ copies a Hugging Face ``LlamaForCausalLM`` into it."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from importlib.resources import files
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.gpt import causal_mask, check_positive_int, hf_config
+from transformer_book.gpt import (
+    ActivationFeedForward,
+    causal_mask,
+    check_positive_int,
+    hf_config,
+)
+from transformer_book.normalization import LayerNorm
+from transformer_book.positional import sinusoidal_table
 from transformer_book.validation import check_tensor, check_token_ids
 
 
@@ -161,7 +170,9 @@ class GroupedQueryAttention(nn.Module):
     x (batch, seq, d_model) -> (batch, seq, d_model). kv_heads = heads is multi-head
     attention; kv_heads = 1 is multi-query attention. ``cache`` is chapter 10's
     key/value cache (a dict, ``{}`` at first): it stores the rotated keys and the
-    values of the kv_heads heads, (batch, kv_heads, positions, d_k).
+    values of the kv_heads heads, (batch, kv_heads, positions, d_k). ``cos`` and
+    ``sin`` None: no rotation (the model gives positions another way); a 4-axis
+    ``mask`` (1, heads, queries, keys) is added per head (ALiBi's, later on).
     """
 
     def __init__(self, d_model: int, heads: int, kv_heads: int | None = None,
@@ -199,8 +210,9 @@ class GroupedQueryAttention(nn.Module):
         queries = self.split(self.query_proj(x), self.heads)  # (b, heads, seq, d_k)
         keys = self.split(self.key_proj(x), self.kv_heads)  # (b, kv_heads, seq, d_k)
         values = self.split(self.value_proj(x), self.kv_heads)
-        queries = apply_rotary(queries, cos, sin, self.layout)
-        keys = apply_rotary(keys, cos, sin, self.layout)
+        if cos is not None:  # rotary positions (None: the model adds its own)
+            queries = apply_rotary(queries, cos, sin, self.layout)
+            keys = apply_rotary(keys, cos, sin, self.layout)
         if cache is not None:  # chapter 10: earlier positions first, then the new
             if "key" in cache:
                 keys = torch.cat([cache["key"], keys], dim=2)
@@ -209,7 +221,7 @@ class GroupedQueryAttention(nn.Module):
         group = self.heads // self.kv_heads  # query heads h * group .. share kv head h
         keys = keys.repeat_interleave(group, dim=1)  # (b, heads, positions, d_k)
         values = values.repeat_interleave(group, dim=1)
-        if mask is not None:
+        if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # (batch, 1, queries, keys): every head
         attended = F.scaled_dot_product_attention(
             queries, keys, values, attn_mask=mask
@@ -217,6 +229,11 @@ class GroupedQueryAttention(nn.Module):
         batch, _, seq, _ = attended.shape
         merged = attended.transpose(1, 2).reshape(batch, seq, self.heads * self.d_k)
         return self.output_proj(merged)  # (batch, seq, d_model)
+
+
+POSITIONS = ("rotary", "alibi", "learned", "sinusoidal", "none")
+NORMS = ("rms", "layer")
+FEED_FORWARDS = ("swiglu", "gelu")
 
 
 @dataclass(frozen=True)
@@ -234,9 +251,15 @@ class ModernConfig:
     layout: str = "half"  # the rotary pairs: "half" (HF Llama) or "interleaved"
     eps: float = 1e-6
     tie_embeddings: bool = False  # Llama: an output layer of its own
+    # Each of Llama's choices undone, to measure what it buys (off by default):
+    positions: str = "rotary"  # or "alibi", "learned", "sinusoidal", "none"
+    norm: str = "rms"  # or "layer": chapter 4's LayerNorm
+    feed_forward: str = "swiglu"  # or "gelu": chapter 15's GELU layer, 4 * d_model
+    max_len: int = 64  # the learned position table's length
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "heads", "layers", "multiple_of"):
+        names = ("vocab_size", "d_model", "heads", "layers", "multiple_of", "max_len")
+        for name in names:
             check_positive_int(name, getattr(self, name))
         kv_heads = self.heads if self.kv_heads is None else self.kv_heads
         check_positive_int("kv_heads", kv_heads)
@@ -244,11 +267,20 @@ class ModernConfig:
             check_positive_int("d_ff", self.d_ff)
         _positive_number("theta", self.theta)
         _positive_number("eps", self.eps)
-        if self.d_model % self.heads or (self.d_model // self.heads) % 2:
+        for name, allowed in (("positions", POSITIONS), ("norm", NORMS),
+                              ("feed_forward", FEED_FORWARDS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}; "
+                                 f"got {name}={getattr(self, name)!r}")
+        rotary = self.positions == "rotary"
+        if self.d_model % self.heads or (rotary and (self.d_model // self.heads) % 2):
             raise ValueError(
                 "d_model must split into heads of an even size d_k (rotary pairs); "
                 f"got d_model={self.d_model}, heads={self.heads}"
             )
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model; "
+                             f"got d_model={self.d_model}")
         if self.heads % kv_heads:
             raise ValueError(
                 f"heads must be a multiple of kv_heads; got heads={self.heads}, "
@@ -259,6 +291,8 @@ class ModernConfig:
 
     @property
     def hidden(self) -> int:
+        if self.feed_forward == "gelu":
+            return self.d_ff or 4 * self.d_model
         return self.d_ff or swiglu_hidden(self.d_model, self.multiple_of)
 
 
@@ -267,12 +301,17 @@ class ModernLayer(nn.Module):
 
     def __init__(self, config: ModernConfig):
         super().__init__()
-        self.attention_norm = RMSNorm(config.d_model, config.eps)
+        norm = RMSNorm if config.norm == "rms" else LayerNorm
+        self.attention_norm = norm(config.d_model, config.eps)
         self.self_attn = GroupedQueryAttention(
             config.d_model, config.heads, config.kv_heads, config.layout
         )
-        self.ffn_norm = RMSNorm(config.d_model, config.eps)
-        self.feed_forward = SwiGLU(config.d_model, config.hidden)
+        self.ffn_norm = norm(config.d_model, config.eps)
+        if config.feed_forward == "swiglu":
+            self.feed_forward = SwiGLU(config.d_model, config.hidden)
+        else:
+            self.feed_forward = ActivationFeedForward(
+                config.d_model, config.hidden, "gelu_tanh")
 
     def forward(self, x, cos, sin, mask, cache=None):
         x = x + self.self_attn(self.attention_norm(x), cos, sin, mask, cache)
@@ -284,18 +323,25 @@ class ModernDecoder(nn.Module):
 
     No position table: rotary positions are applied to the queries and keys of each
     layer. ``caches`` (from ``new_caches``) and ``offset`` decode one token at a time.
+    ``config.positions`` chooses another scheme: ALiBi's bias on the scores, a
+    learned table of ``max_len`` positions, the sinusoids, or none (causal mask only).
     """
 
     def __init__(self, config: ModernConfig):
         super().__init__()
         self.config = config
         self.tokens = nn.Embedding(config.vocab_size, config.d_model)
+        if config.positions == "learned":
+            self.positions = nn.Embedding(config.max_len, config.d_model)
         self.layers = nn.ModuleList(ModernLayer(config) for _ in range(config.layers))
-        self.final_norm = RMSNorm(config.d_model, config.eps)
+        norm = RMSNorm if config.norm == "rms" else LayerNorm
+        self.final_norm = norm(config.d_model, config.eps)
         if not config.tie_embeddings:
             self.output = nn.Linear(config.d_model, config.vocab_size, bias=False)
         for name, parameter in self.named_parameters():
-            if not name.endswith("gamma"):
+            if name.endswith(("beta", "bias")):  # LayerNorm's shift, the GELU layer's
+                nn.init.zeros_(parameter)
+            elif not name.endswith("gamma"):
                 nn.init.normal_(parameter, 0.0, 0.02)
 
     def output_weight(self) -> torch.Tensor:
@@ -321,10 +367,25 @@ class ModernDecoder(nn.Module):
             )
         seq = tokens.size(1)
         x = self.tokens(tokens)  # (batch, seq, d_model): no sqrt(d_model) scaling
+        config = self.config
         positions = torch.arange(offset, offset + seq, device=tokens.device)
-        d_k = self.config.d_model // self.config.heads
-        cos, sin = rotary_table(positions, d_k, self.config.theta, x.dtype)
         mask = causal_mask(seq, offset, tokens.device)  # (1, seq, offset + seq)
+        cos = sin = None
+        if config.positions == "rotary":
+            d_k = config.d_model // config.heads
+            cos, sin = rotary_table(positions, d_k, config.theta, x.dtype)
+        elif config.positions == "alibi":  # (1, heads, seq, offset + seq)
+            mask = alibi_mask(config.heads, seq, offset, tokens.device, x.dtype)
+        elif config.positions == "learned":
+            if offset + seq > config.max_len:
+                raise ValueError(
+                    f"positions {offset}..{offset + seq - 1} do not fit the learned "
+                    f"table of max_len={config.max_len}"
+                )
+            x = x + self.positions(positions)
+        elif config.positions == "sinusoidal":  # computed in float64 on the CPU
+            table = sinusoidal_table(offset + seq, config.d_model)[offset:]
+            x = x + table.to(x.dtype).to(x.device)
         for index, layer in enumerate(self.layers):
             cache = caches[index] if caches is not None else None
             x = layer(x, cos, sin, mask, cache)  # (batch, seq, d_model)
@@ -413,3 +474,52 @@ def llama_from_hf(theirs) -> ModernDecoder:
     if missed:
         raise RuntimeError(f"no Llama weight copied into {missed}")
     return ours.train(theirs.training)
+
+
+SWEEPS = ("modern_sweep", "length_sweep")  # weights/NAME.json, by tools/train_NAME.py
+
+
+def sweep_record(name: str) -> dict:
+    """Load what tools/train_modern_sweep.py or tools/train_length_sweep.py recorded.
+
+    Their settings, each arm's configuration and parameter count, every run's
+    figures by arm and seed, and the seconds each run took."""
+    if name not in SWEEPS:
+        raise ValueError(f"name must be one of {SWEEPS}; got name={name!r}")
+    path = files("transformer_book") / "weights" / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """Compute ALiBi's slope of each head, (heads,) float32.
+
+    For 2^k heads, 2^(-8/heads), 2^(-16/heads), ... 2^(-8): a geometric series, one
+    slope a head. Otherwise Press et al.'s rule: the slopes of the largest power of
+    two below ``heads``, then every other slope of twice that many."""
+    check_positive_int("heads", heads)
+    power = 2 ** math.floor(math.log2(heads))
+
+    def series(n: int) -> list[float]:
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+
+    slopes = series(power) + series(2 * power)[0::2][: heads - power]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_mask(heads: int, queries: int, offset: int = 0, device=None,
+               dtype=None) -> torch.Tensor:
+    """Build ALiBi's causal additive mask, (1, heads, queries, offset + queries).
+
+    Query i (at position offset + i) and key j get -slope_h * (offset + i - j)
+    added to their score: a penalty growing with the distance, steeper for some
+    heads than others; keys after the query get -inf (the causal mask)."""
+    check_positive_int("queries", queries)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0; got offset={offset!r}")
+    slopes = alibi_slopes(heads).to(device)  # (heads,)
+    where = torch.arange(offset, offset + queries, device=device)  # (queries,)
+    keys = torch.arange(offset + queries, device=device)  # (keys,)
+    distance = (where[:, None] - keys[None, :]).float()  # (queries, keys)
+    bias = -slopes[:, None, None] * distance  # (heads, queries, keys)
+    bias = bias.masked_fill(distance < 0, float("-inf"))
+    return bias.unsqueeze(0).to(dtype or torch.get_default_dtype())

@@ -13,7 +13,7 @@ ONES = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 TEENS = (
     "ten", "eleven", "twelve", "thirteen", "fourteen",
     "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
-)  # fmt: skip
+)
 TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 ENGLISH_WORDS = ONES + TEENS + TENS + ("hundred", "and", "thousand", "million")
 CHINESE_DIGITS = "零一二三四五六七八九"

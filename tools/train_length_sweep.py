@@ -1,0 +1,193 @@
+"""Length beyond training (chapter 16): five position schemes trained on four-verse poems, recorded.
+
+    python tools/train_length_sweep.py                 # every arm and seed (12 min on the shared 2-core machine)
+    python tools/train_length_sweep.py --check         # retrain one arm; exit 1 unless identical
+    python tools/train_length_sweep.py --check --arm alibi
+
+A small ``ModernDecoder`` (``SIZE``) is trained on the four-verse poems of chapter 15's training
+split only (26 tokens: <s>, four verses of six characters, <s>), once for each way of giving it
+positions: the sinusoids added to the embeddings (2017), a learned table (GPT-2), rotary positions
+(Llama), ALiBi (Press et al., 2022: a penalty on each score, growing with the distance) and none at
+all (NoPE: only the causal mask; Kazemnejad et al., 2023). Everything else is the same: the data,
+the batches, the steps, the seed (``SEEDS``; ``train_lm``, the poet's recipe).
+
+Each run is then scored on the held-out eight-verse poems, twice the training length: the mean
+cross-entropy at every position (49 predictions: 48 characters and the closing <s>), and its
+perplexity on the held-out four-verse poems. A learned table has no row for a position it was never
+given: it is built with ``TRAIN_LEN`` rows and scored on the first ``TRAIN_LEN`` tokens only (its
+later positions are recorded as null). The vocabulary is the whole training split's, as in chapter
+15, so that the eight-verse poems' characters are known.
+
+Writes ``src/transformer_book/weights/length_sweep.json``: ``settings``, ``arms``, ``runs`` (arm ->
+seed -> the loss by position, the four-verse perplexity, the training curve) and ``timings`` (kept
+apart, so that ``--check`` compares one arm's settings, configuration and runs exactly). ``--steps``,
+``--seeds`` and ``--out`` give a toy budget and another folder (tests/test_train_length_sweep.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from notebooks import REPO_ROOT, regenerate_and_compare
+from train_modern_sweep import curve, same_arm
+
+WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
+RECORD_FILE = "length_sweep.json"
+TRAIN_LEN = 26  # <s>, 4 verses of 5 characters and a mark, <s>
+PREDICTIONS = 49  # in an eight-verse poem: 48 characters and the closing <s>
+SIZE = dict(d_model=64, heads=4, layers=3, tie_embeddings=True)
+ARMS = {  # name: (label, positions)
+    "sinusoidal": ("sinusoidal (2017)", "sinusoidal"),
+    "learned": ("learned table (GPT-2)", "learned"),
+    "rotary": ("rotary (Llama)", "rotary"),
+    "alibi": ("ALiBi", "alibi"),
+    "none": ("none (NoPE)", "none"),
+}
+TRAINING = dict(steps=200, batch_size=32, lr=3e-3)
+SEEDS = (0, 1, 2)
+MARKS = re.compile("[，。？]")
+
+
+def verses(poem: str) -> int:
+    return len(MARKS.findall(poem))
+
+
+def build(arm: str, vocab_size: int) -> torch.nn.Module:
+    from transformer_book.modern import ModernConfig, ModernDecoder
+
+    if arm not in ARMS:
+        raise ValueError(f"arm must be one of {sorted(ARMS)}; got {arm!r}")
+    return ModernDecoder(ModernConfig(vocab_size, positions=ARMS[arm][1], max_len=TRAIN_LEN,
+                                      **SIZE))
+
+
+@torch.no_grad()
+def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) -> list:
+    """The mean cross-entropy (nats) of the prediction at each position 0 .. positions - 1
+    over the batch's rows (padding left out); null where the model cannot be run."""
+    model.eval()
+    seen = batch[:, : positions + 1]
+    if model.config.positions == "learned":  # no row for a later position
+        seen = seen[:, : model.config.max_len]
+    logits = model(seen)[:, :-1]  # (batch, seen - 1, vocab)
+    targets = seen[:, 1:]
+    losses = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id,
+                             reduction="none")  # (batch, seen - 1)
+    counts = (targets != pad_id).sum(0)
+    means = (losses.sum(0) / counts).tolist()
+    return [round(value, 4) for value in means] + [None] * (positions - len(means))
+
+
+def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
+    """Train one arm with one seed; (arm, seed, record, seconds)."""
+    from transformer_book.poems import CharVocabulary, poem_split
+    from transformer_book.poet import perplexity, train_lm
+
+    arm, seed, training = job
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    everything = poem_split("train")
+    vocab = CharVocabulary.from_poems(everything)
+    train = [poem for poem in everything if verses(poem) == 4]
+    held_out = poem_split("held-out")
+    short = [poem for poem in held_out if verses(poem) == 4]
+    long = [poem for poem in held_out if verses(poem) == 8]
+    torch.manual_seed(seed)
+    model = build(arm, len(vocab))
+    losses = train_lm(model, vocab, train, seed=seed, **training)
+    record = {
+        "loss_by_position": loss_by_position(model, vocab.batch(long), vocab.pad_id, PREDICTIONS),
+        "four_verse_perplexity": round(perplexity(model, vocab, short), 4),
+        "train_loss": curve(losses),
+    }
+    return arm, seed, record, round(time.perf_counter() - started, 1)
+
+
+def settings(training: dict, seeds) -> dict:
+    from transformer_book.poems import HELD_OUT, SPLIT_SEED, poem_split
+
+    held_out = poem_split("held-out")
+    return {
+        **training, "seeds": list(seeds), "train_len": TRAIN_LEN, "size": SIZE,
+        "data": f"the four-verse poems of poem_split('train') "
+                f"({sum(verses(p) == 4 for p in poem_split('train'))}); scored on the "
+                f"{sum(verses(p) == 8 for p in held_out)} eight-verse and "
+                f"{sum(verses(p) == 4 for p in held_out)} four-verse poems of "
+                f"poem_split('held-out') (SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
+        "loss_by_position": "mean cross-entropy in nats of the prediction at position t "
+                            "(of token t + 1), t = 0 .. 48",
+        "recipe": "transformer_book.poet.train_lm; one PyTorch thread a run",
+        "torch": torch.__version__,
+    }
+
+
+def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) -> dict:
+    from transformer_book.poems import CharVocabulary, poem_split
+
+    vocab_size = len(CharVocabulary.from_poems(poem_split("train")))
+    jobs = [(arm, seed, training) for seed in seeds for arm in arms]
+    results = []
+    if workers > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = list(pool.imap_unordered(train_one, jobs))
+    else:
+        results = [train_one(job) for job in jobs]
+    for arm, seed, record, seconds in results:
+        print(f"{arm} seed {seed}: four-verse perplexity {record['four_verse_perplexity']} "
+              f"({seconds:.0f} s)", flush=True)
+    found = {(arm, seed): (record, seconds) for arm, seed, record, seconds in results}
+
+    def arm_record(arm):
+        torch.manual_seed(0)
+        parameters = sum(p.numel() for p in build(arm, vocab_size).parameters())
+        return {"label": ARMS[arm][0], "positions": ARMS[arm][1], "parameters": parameters}
+
+    document = {
+        "settings": settings(training, seeds),
+        "arms": {arm: arm_record(arm) for arm in arms},
+        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
+        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    (out / RECORD_FILE).write_text(text, encoding="utf-8")
+    return document
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
+    parser.add_argument("--arm", default="alibi", choices=sorted(ARMS))
+    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--workers", type=int, default=2, help="runs side by side")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    args = parser.parse_args(argv)
+    training = dict(TRAINING, **({"steps": args.steps} if args.steps else {}))
+    started = time.perf_counter()
+    if not args.check:
+        sweep_and_write(args.out, list(ARMS), args.seeds, training, args.workers)
+        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / RECORD_FILE}")
+        return 0
+    different = regenerate_and_compare(
+        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, training, args.workers),
+        args.out, {RECORD_FILE: same_arm(args.arm)})
+    print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
+    if different:
+        print(f"differs from {args.out}: {', '.join(different)}", file=sys.stderr)
+        return 1
+    print("identical")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

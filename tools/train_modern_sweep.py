@@ -1,0 +1,190 @@
+"""What each of Llama's changes buys on the poems (chapter 16): a seeded sweep, recorded.
+
+    python tools/train_modern_sweep.py                 # every arm and seed (32 min on the shared 2-core machine)
+    python tools/train_modern_sweep.py --check         # retrain one arm (3 runs); exit 1 unless identical
+    python tools/train_modern_sweep.py --check --arm gpt2
+
+On chapter 15's Tang poems (``poem_split`` and ``CharVocabulary`` as the package defines them), with
+the poet's recipe (``train_lm``: AdamW, warm-up then linear decay) and the same batches for every
+arm, it trains chapter 15's GPT-2 block, the modern block (``ModernDecoder``: RMSNorm, rotary
+positions, SwiGLU, grouped-query attention with 2 key/value heads for 4 query heads, no biases),
+and the modern block with one change undone at a time, each at the poet's size (d_model 128, 4
+heads, 4 layers, the output tied to the embedding as in chapter 15, so that the parameter counts
+match within a few percent; each arm's count is recorded). Every arm is trained with each of
+``SEEDS`` (the seed draws the initial weights and the batches) and scored by its perplexity on
+the held-out poems.
+
+The runs are far shorter than the shipped poet's (``SWEEP["steps"]`` steps of ``batch_size`` poems
+against 800 of 64): two runs at a time, one PyTorch thread each, on the 2-core development machine.
+Writes ``src/transformer_book/weights/modern_sweep.json``: ``settings``, ``arms`` (each arm's
+configuration and parameter count), ``runs`` (arm -> seed -> held-out perplexity and the training
+loss every ``LOSS_EVERY`` steps) and ``timings`` (seconds per run, kept apart: ``--check`` retrains
+one arm, ``--arm``, and compares its settings, configuration and runs exactly, timings left out).
+``--steps``, ``--seeds`` and ``--out`` give a toy budget and another folder
+(tests/test_train_modern_sweep.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from notebooks import REPO_ROOT, regenerate_and_compare
+
+WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
+RECORD_FILE = "modern_sweep.json"
+SIZE = dict(d_model=128, heads=4, layers=4)  # the shipped poet's (POET_CONFIG)
+MODERN = dict(SIZE, kv_heads=2, tie_embeddings=True, max_len=64)
+ARMS = {  # name: (label, the modern block's options changed; None: chapter 15's GPT)
+    "gpt2": ("GPT-2 block (chapter 15)", None),
+    "modern": ("modern block", {}),
+    "layernorm": ("LayerNorm for RMSNorm", {"norm": "layer"}),
+    "learned": ("learned positions for RoPE", {"positions": "learned"}),
+    "gelu": ("GELU layer for SwiGLU", {"feed_forward": "gelu"}),
+    "mha": ("multi-head for grouped-query", {"kv_heads": 4}),
+}
+SWEEP = dict(steps=100, batch_size=32, lr=3e-3)
+SEEDS = (0, 1, 2)
+LOSS_EVERY = 25  # the training curve: the mean loss of each stretch of this many steps
+
+
+def build(arm: str, vocab_size: int, max_len: int = 64) -> torch.nn.Module:
+    """The arm's model, freshly initialised from the current torch seed."""
+    from transformer_book.gpt import GPT, GPTConfig
+    from transformer_book.modern import ModernConfig, ModernDecoder
+
+    if arm not in ARMS:
+        raise ValueError(f"arm must be one of {sorted(ARMS)}; got {arm!r}")
+    changes = ARMS[arm][1]
+    if changes is None:
+        return GPT(GPTConfig(vocab_size, max_len=max_len, **SIZE))
+    return ModernDecoder(ModernConfig(vocab_size, **dict(MODERN, max_len=max_len, **changes)))
+
+
+def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
+    return [round(sum(chunk) / len(chunk), 4)
+            for chunk in (losses[i: i + every] for i in range(0, len(losses), every))]
+
+
+def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
+    """Train one arm with one seed; (arm, seed, record, seconds)."""
+    from transformer_book.poems import CharVocabulary, poem_split
+    from transformer_book.poet import perplexity, train_lm
+
+    arm, seed, sweep = job
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    train = poem_split("train")
+    vocab = CharVocabulary.from_poems(train)
+    torch.manual_seed(seed)
+    model = build(arm, len(vocab))
+    losses = train_lm(model, vocab, train, seed=seed, **sweep)
+    record = {
+        "held_out_perplexity": round(perplexity(model, vocab, poem_split("held-out")), 4),
+        "train_loss": curve(losses),
+    }
+    return arm, seed, record, round(time.perf_counter() - started, 1)
+
+
+def settings(sweep: dict, seeds) -> dict:
+    from transformer_book.poems import HELD_OUT, SPLIT_SEED
+
+    return {
+        **sweep, "seeds": list(seeds), "loss_every": LOSS_EVERY,
+        "data": f"poem_split('train') / poem_split('held-out'): the package's split "
+                f"(SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
+        "recipe": "transformer_book.poet.train_lm (AdamW, weight decay 0.01, warm-up over a "
+                  "tenth, then linear decay); one PyTorch thread a run",
+        "torch": torch.__version__,
+    }
+
+
+def arm_record(arm: str, vocab_size: int) -> dict:
+    label, changes = ARMS[arm]
+    torch.manual_seed(0)
+    model = build(arm, vocab_size)
+    config = dict(SIZE, max_len=64) if changes is None else dict(MODERN, **changes)
+    return {"label": label, "config": config,
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> dict:
+    from transformer_book.poems import CharVocabulary, poem_split
+
+    vocab_size = len(CharVocabulary.from_poems(poem_split("train")))
+    jobs = [(arm, seed, sweep) for seed in seeds for arm in arms]
+    results = []
+    if workers > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for result in pool.imap_unordered(train_one, jobs):
+                results.append(result)
+                print(f"{result[0]} seed {result[1]}: held-out perplexity "
+                      f"{result[2]['held_out_perplexity']} ({result[3]:.0f} s)", flush=True)
+    else:
+        for job in jobs:
+            results.append(train_one(job))
+            print(f"{job[0]} seed {job[1]}: held-out perplexity "
+                  f"{results[-1][2]['held_out_perplexity']} ({results[-1][3]:.0f} s)", flush=True)
+    found = {(arm, seed): (record, seconds) for arm, seed, record, seconds in results}
+    document = {
+        "settings": settings(sweep, seeds),
+        "arms": {arm: arm_record(arm, vocab_size) for arm in arms},
+        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
+        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    (out / RECORD_FILE).write_text(text, encoding="utf-8")
+    return document
+
+
+def same_arm(arm: str):
+    """Compare a one-arm record with the committed sweep: settings, the arm's configuration and
+    runs, exactly (the timings and the other arms left out)."""
+    def compare(new: Path, old: Path) -> list[str]:
+        mine, theirs = (json.loads(path.read_text(encoding="utf-8")) for path in (new, old))
+        same = (mine["settings"] == theirs["settings"] and arm in theirs["runs"]
+                and mine["arms"][arm] == theirs["arms"].get(arm)
+                and mine["runs"][arm] == theirs["runs"][arm])
+        return [] if same else [f"{new.name} (arm {arm!r})"]
+    return compare
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
+    parser.add_argument("--arm", default="modern", choices=sorted(ARMS))
+    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--workers", type=int, default=2, help="runs side by side")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    args = parser.parse_args(argv)
+    sweep = dict(SWEEP, **({"steps": args.steps} if args.steps else {}))
+    started = time.perf_counter()
+    if not args.check:
+        document = sweep_and_write(args.out, list(ARMS), args.seeds, sweep, args.workers)
+        for arm, runs in document["runs"].items():
+            values = [run["held_out_perplexity"] for run in runs.values()]
+            print(f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} "
+                  f"range {min(values)}..{max(values)}")
+        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / RECORD_FILE}")
+        return 0
+    different = regenerate_and_compare(
+        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, sweep, args.workers),
+        args.out, {RECORD_FILE: same_arm(args.arm)})
+    print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
+    if different:
+        print(f"differs from {args.out}: {', '.join(different)}", file=sys.stderr)
+        return 1
+    print("identical")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
