@@ -11,16 +11,14 @@ import torch
 from book_exercises import CHAPTERS, check
 from book_exercises.core import CheckResult, Exercise, load_solution
 from notebooks import chapters, exercises
-from transformer_book import scaled_dot_product_attention
+from transformer_book import apply_rotary, scaled_dot_product_attention
 
 MODULES = {name: importlib.import_module(f"book_exercises.{name}") for name in CHAPTERS}
 DEFINED = [(chapter, value) for chapter, module in MODULES.items() for value in vars(module).values()
            if isinstance(value, Exercise)]
 EXERCISE = {exercise.name: exercise for _, exercise in DEFINED}
 WRITTEN = {f"ch{path.name[:2]}": exercises(path) for path in chapters()}  # chapter -> name -> (stub, solution)
-# the chapters whose module holds no copies of the notebook's solutions (16 still does: below)
-ASKED = [(chapter, name) for chapter, found in WRITTEN.items() for name in found
-         if not hasattr(MODULES[chapter], "SOLUTIONS")]
+ASKED = [(chapter, name) for chapter, found in WRITTEN.items() for name in found]
 MISTAKES = [(exercise.name, index) for _, exercise in DEFINED for index in range(len(exercise.mistakes))]
 
 
@@ -44,6 +42,14 @@ def test_every_exercise_is_asked_for_by_its_chapter():
         assert set(found) == defined and len(found) >= 3, (chapter, sorted(found), sorted(defined))
         assert all(written_solution for _, written_solution in found.values()), f"{chapter}: a stub without solution"
     assert all(len(exercise.mistakes) >= 2 for _, exercise in DEFINED)
+
+
+def test_no_module_copies_its_notebook():
+    """The notebooks are the one source of stubs, solutions and questions; check() is the one checker."""
+    for chapter, module in MODULES.items():
+        copies = [name for name in vars(module)
+                  if name in {"STUBS", "SOLUTIONS", "CHECKERS", "QUESTION", "ANSWER"} or name.startswith("check_")]
+        assert not copies, f"book_exercises.{chapter} defines {copies}"
 
 
 @pytest.mark.parametrize("chapter, name", ASKED)
@@ -81,6 +87,7 @@ EQUIVALENT = {
     "masked_softmax": lambda scores, mask: torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
     .masked_fill(~mask.any(dim=-1, keepdim=True), 0.0),  # a finite fill, the empty rows zeroed after
     "look_ahead_mask": lambda size: torch.ones(1, size, size).tril().bool(),  # a leading axis of 1
+    "unrotate": lambda rotated, cos, sin: apply_rotary(rotated, cos, -sin),  # the package, angles negated
 }
 
 
@@ -129,8 +136,8 @@ def test_a_wrong_answer_no_mistake_names_is_described(name, function, words, cap
 
 def test_every_description_is_tested():
     described = {name for name, _, _ in DESCRIBED}
-    for chapter, exercise in DEFINED:
-        if exercise.describe is not None and not hasattr(MODULES[chapter], "SOLUTIONS"):
+    for _, exercise in DEFINED:
+        if exercise.describe is not None:
             assert exercise.name in described, f"{exercise.name}: no test of its description"
 
 
@@ -184,43 +191,3 @@ def test_checking_does_not_change_the_readers_random_state(capsys):
 def test_result_displays_nothing_in_a_notebook():
     result = CheckResult("Correct", "x")
     assert result._ipython_display_() is None and "Correct" in repr(result)
-
-
-# Chapter 16 still keeps copies of its solutions (STUBS, SOLUTIONS) and a check_NAME for each
-# exercise; until they read them from their notebooks, realistic edits of the copied solutions
-# (text in the solution, replacement or a list of (text, replacement), words the hint must contain;
-# None: an equivalent rewrite that must still pass).
-MUTATIONS = [
-    ("ch16", "unrotate", "rotated * cos - turned * sin", "rotated * cos + turned * sin",
-     "you rotated forwards again"),
-    ("ch16", "unrotate", [("first, second = rotated.chunk(2, dim=-1)", "first, second = rotated[..., 0::2], rotated[..., 1::2]"),
-                          ("turned = torch.cat([-second, first], dim=-1)", "turned = torch.stack([-second, first], dim=-1).flatten(-2)")],
-     "the pairs are the halves"),
-    ("ch16", "kv_cache_bytes", "2 * layers * kv_heads * d_k", "2 * layers * heads * d_k", "the key/value heads only"),
-    ("ch16", "kv_cache_bytes", "2 * layers * kv_heads", "layers * kv_heads", "keys AND values"),
-    ("ch16", "swiglu_size", "budget // (3 * d_model)", "budget // (2 * d_model)", "THREE"),
-    ("ch16", "swiglu_size", "return largest - largest % multiple_of", "return largest", "must be a multiple"),
-]
-
-
-@pytest.mark.parametrize("index", range(len(MUTATIONS)), ids=lambda i: f"{MUTATIONS[i][0]}-{MUTATIONS[i][1]}-{i}")
-def test_typical_mistake_gets_its_hint(index, capsys):
-    chapter, name, *edits, expected_hint = MUTATIONS[index]
-    replacements = edits[0] if len(edits) == 1 else [tuple(edits)]
-    source = MODULES[chapter].SOLUTIONS[name]
-    for before, after in replacements:
-        assert before in source, f"mutation {index} no longer applies to the solution of {name}"
-        source = source.replace(before, after)
-    result = MODULES[chapter].CHECKERS[name](load_solution(source, name))
-    out = capsys.readouterr().out.strip()
-    if expected_hint is None:  # an equivalent rewrite: still correct
-        assert out.startswith("Correct:"), out
-        return
-    assert out.startswith("Not quite:") and not result.passed, out
-    assert expected_hint in out, out
-
-
-@pytest.mark.parametrize("chapter", [chapter for chapter, module in MODULES.items() if hasattr(module, "SOLUTIONS")])
-def test_copies_are_of_the_notebooks_exercises(chapter):
-    module = MODULES[chapter]
-    assert module.SOLUTIONS.keys() == module.STUBS.keys() == module.CHECKERS.keys() == WRITTEN[chapter].keys()

@@ -1,18 +1,19 @@
 """Chapter 16 exercises: undoing a rotary embedding, the size of a grouped-query key/value
 cache, and the hidden size of a SwiGLU layer within a parameter budget.
 
-    from book_exercises.ch16 import check_unrotate
-    check_unrotate(unrotate)
+    from book_exercises import check
+    check(unrotate, device=device)
 
-Every checker calls the reader's function on small fixed, seeded inputs and compares it with
-transformer_book.apply_rotary (rotating by the opposite angles) or a formula written here.
+Each check calls the reader's function on small fixed, seeded inputs and compares it with
+transformer_book.apply_rotary (rotating by the opposite angles) or with the count the chapter
+writes: the cache's keys and values, and a SwiGLU's three matrices.
 """
 
 from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, run, seeded
+from book_exercises.core import Case, Exercise, Mistake, seeded
 from transformer_book.modern import apply_rotary, rotary_table
 
 # Exercise 1: the inverse of a rotary embedding
@@ -48,13 +49,15 @@ UNROTATE = Exercise(
         Mistake("dividing by cos does not undo a rotation (and cos can be 0): rotate back, "
                 "x = rotated · cos − rotate_half(rotated) · sin.",
                 lambda rotated, cos, sin: rotated / cos),
+        Mistake("cos(−a) = cos(a): rotating back flips the sign of the sin only, not of the "
+                "cos (negating both turns the vectors half a turn further).",
+                lambda rotated, cos, sin: apply_rotary(rotated, -cos, -sin)),
+        Mistake("cos multiplies the vector itself and sin its turned copy "
+                "(rotate_half): you swapped them.",
+                lambda rotated, cos, sin: apply_rotary(rotated, sin, -cos)),
     ],
 )
 
-
-def check_unrotate(function, device=None):
-    """Check ``function(rotated (..., seq, d_k), cos (seq, d_k), sin (seq, d_k)) -> x``."""
-    return run(UNROTATE, function, device)
 
 
 # Exercise 2: the key/value cache of grouped-query attention
@@ -80,6 +83,7 @@ CACHE_BYTES = Exercise(
     task="the bytes of the key/value cache of one sequence, every layer included.",
     cases=_cache_cases,
     reference=_cache_reference,
+    success="matches the chapter's count of the cache",
     mistakes=[
         Mistake("the cache holds the key/value heads only: kv_heads of them, each shared by "
                 "heads // kv_heads query heads, not one per query head.",
@@ -89,13 +93,13 @@ CACHE_BYTES = Exercise(
                 lambda layers, heads, kv, d, tokens, b: layers * kv * (d // heads) * tokens * b),
         Mistake("each key/value head has d_k = d_model // heads features, not d_model.",
                 lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * d * tokens * b),
+        Mistake("every layer keeps its own keys and values: multiply by layers.",
+                lambda layers, heads, kv, d, tokens, b: 2 * kv * (d // heads) * tokens * b),
+        Mistake("count bytes, not values: multiply by bytes_per_value.",
+                lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * (d // heads) * tokens),
     ],
 )
 
-
-def check_kv_cache_bytes(function, device=None):
-    """Check ``function(layers, heads, kv_heads, d_model, tokens, bytes_per_value) -> int``."""
-    return run(CACHE_BYTES, function, device)
 
 
 # Exercise 3: a SwiGLU within a parameter budget
@@ -120,6 +124,7 @@ SWIGLU_SIZE = Exercise(
     task="the largest hidden size, a multiple of multiple_of, whose SwiGLU fits the budget.",
     cases=_swiglu_cases,
     reference=_swiglu_reference,
+    success="matches the largest multiple within the budget",
     mistakes=[
         Mistake("a SwiGLU layer has THREE d_model × hidden matrices (gate, up, down), not two: "
                 "divide the budget by 3 · d_model.",
@@ -129,77 +134,12 @@ SWIGLU_SIZE = Exercise(
         Mistake("the hidden size must be a multiple of multiple_of (kernels run faster on "
                 "round sizes): round budget // (3 · d_model) down to one.",
                 lambda d, budget, m: budget // (3 * d)),
+        Mistake("budget // (3 · d_model) // multiple_of counts the multiples: multiply it back "
+                "by multiple_of to get the hidden size.",
+                lambda d, budget, m: budget // (3 * d) // m),
+        Mistake("8/3 · d_model is the size for a 4 · d_model ReLU layer's budget only: start "
+                "from the budget you are given, budget // (3 · d_model).",
+                lambda d, budget, m: int(8 * d / 3) - int(8 * d / 3) % m),
     ],
 )
 
-
-def check_swiglu_size(function, device=None):
-    """Check ``function(d_model, budget, multiple_of) -> int``."""
-    return run(SWIGLU_SIZE, function, device)
-
-
-# ---------------------------------------------------------------------------------------------
-
-STUBS = {
-    "unrotate": '''def unrotate(rotated, cos, sin):
-    """rotated (..., seq, d_k), cos and sin (seq, d_k) -> x, unrotated."""
-    # Your code here (about 3 lines).
-    raise NotImplementedError
-''',
-    "kv_cache_bytes": '''def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
-    """The bytes of the key/value cache of one sequence of `tokens` tokens."""
-    # Your code here (about 2 lines).
-    raise NotImplementedError
-''',
-    "swiglu_size": '''def swiglu_size(d_model, budget, multiple_of):
-    """The largest hidden size, a multiple of multiple_of, whose SwiGLU has at most
-    `budget` weights."""
-    # Your code here (about 2 lines).
-    raise NotImplementedError
-''',
-}
-
-SOLUTIONS = {
-    "unrotate": '''import torch
-
-
-def unrotate(rotated, cos, sin):
-    """rotated (..., seq, d_k), cos and sin (seq, d_k) -> x, unrotated."""
-    first, second = rotated.chunk(2, dim=-1)
-    turned = torch.cat([-second, first], dim=-1)  # rotate_half
-    return rotated * cos - turned * sin  # the rotation by -angle
-''',
-    "kv_cache_bytes": '''def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
-    """The bytes of the key/value cache of one sequence of `tokens` tokens."""
-    d_k = d_model // heads
-    return 2 * layers * kv_heads * d_k * tokens * bytes_per_value  # keys and values
-''',
-    "swiglu_size": '''def swiglu_size(d_model, budget, multiple_of):
-    """The largest hidden size, a multiple of multiple_of, whose SwiGLU has at most
-    `budget` weights."""
-    largest = budget // (3 * d_model)  # three d_model x hidden matrices
-    return largest - largest % multiple_of
-''',
-}
-
-CHECKERS = {
-    "unrotate": check_unrotate,
-    "kv_cache_bytes": check_kv_cache_bytes,
-    "swiglu_size": check_swiglu_size,
-}
-
-QUESTION = (
-    "Rotary embeddings make a score depend only on the offset between a query and a key. Why "
-    "does the model still know where a token is in the text, and could it tell the first "
-    "token of a text from the hundredth?"
-)
-ANSWER = (
-    "Within one attention, only offsets are visible: a query at m sees each key at its "
-    "distance n - m. But the causal mask makes the number of keys a query can see grow with "
-    "its position, so the first token attends only to itself and the hundredth averages over "
-    "a hundred: the output of attention changes with the position even though no score "
-    "does, and later layers can read that. A text that starts with a special token gives "
-    "every query one key at a known offset, its own position, which tells it where it is. "
-    "So absolute position leaks in through the mask and the first token; nothing in the "
-    "scores names it."
-)
