@@ -182,3 +182,14 @@ def test_opening_says_in_one_line_where_the_code_runs(notebook):
             opening.append(source(cell))
     device_prose = [text for text in opening if "`device`" in text]
     assert len(device_prose) == 1 and "\n" not in device_prose[0].strip(), "one line about the device"
+
+
+PRAGMA = re.compile(r"#\s*(noqa|fmt:\s*(skip|off|on)|type:\s*ignore|pragma)\b")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
+def test_reader_code_has_no_tool_pragmas(chapter):
+    """A reader's code carries no linter or formatter pragmas (contributing.md: tools stay out of it)."""
+    found = [line.strip() for text in sources(chapter, "code") for line in text.splitlines()
+             if PRAGMA.search(line)]
+    assert not found, f"{chapter.name}: {found}"

@@ -47,7 +47,7 @@ def micro_batch_index(
     """
     for name, value, low in (
         ("world_size", world_size, 1), ("accumulate", accumulate, 1), ("step", step, 0),
-    ):  # fmt: skip
+    ):
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}; got {name}={value!r}")
     if not 0 <= rank < world_size or not 0 <= micro < accumulate:
@@ -111,7 +111,7 @@ class TranslationLoss(torch.nn.Module):
         hidden = self.model(  # (batch, t, d_model), in bf16 under autocast
             source, decoder_input, padding_mask(source, self.pad_id),
             target_mask(decoder_input, self.pad_id),
-        )  # fmt: skip
+        )
         if hidden.dtype in (torch.bfloat16, torch.float16):
             hidden = hidden.float()  # autocast's output: back to float32 for the head
         with torch.autocast(hidden.device.type, enabled=False):  # the head: float32
@@ -188,7 +188,7 @@ def train_steps(
             (pad_rows([examples[i][0] for i in batches[index]], pad_id, device),
              pad_rows([examples[i][1] for i in batches[index]], pad_id, device))
             for index in indices
-        ]  # fmt: skip
+        ]
         counts = [int((target[:, 1:] != pad_id).sum()) for _, target in pairs]
         global_tokens = all_reduce_sum(float(sum(counts)), device)
         optimizer.zero_grad()
@@ -201,7 +201,7 @@ def train_steps(
                 loss = scaled_loss(
                     mean_loss.float(), tokens, global_tokens, world_size, accumulate,
                     normalise,
-                )  # fmt: skip
+                )
                 (scaler.scale(loss) if scaler is not None else loss).backward()
             loss_sum += mean_loss.item() * tokens
         if scaler is not None:
@@ -262,7 +262,7 @@ def start_processes(choice: str = "auto") -> torch.device:
     use_cuda = choice == "cuda" or (choice == "auto" and has_cuda)
     if use_cuda and not has_cuda:
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(device)
@@ -338,13 +338,13 @@ def train_distributed(argv=None) -> dict:
         "accumulate": args.accumulate, "normalise": args.normalise,
         "max_tokens": args.max_tokens, "seed": args.seed, "smoothing": smoothing,
         "batches_per_step": world_size * args.accumulate,
-    }  # fmt: skip
+    }
     start = 0
     if args.resume:
         saved = load_checkpoint(args.resume, model, optimizer, schedule)
         differing = {name: (saved["settings"][name], value)
                      for name, value in settings.items()
-                     if saved["settings"][name] != value}  # fmt: skip
+                     if saved["settings"][name] != value}
         if differing:
             raise ValueError(
                 f"{args.resume} was saved with other settings (saved, now): {differing}"
@@ -355,10 +355,10 @@ def train_distributed(argv=None) -> dict:
         model, optimizer, schedule, examples, batches, pad_id, steps=stop,
         start=start, accumulate=args.accumulate, normalise=args.normalise,
         precision=args.precision, scaler=scaler, seed=args.seed, device=device,
-    )  # fmt: skip
+    )
     if args.checkpoint:
         save_checkpoint(args.checkpoint, model, optimizer, schedule, stop,
-                        settings=settings)  # fmt: skip
+                        settings=settings)
     held = [process_bytes(model, optimizer)]
     if dist.is_initialized():
         every = [None] * world_size
@@ -370,7 +370,7 @@ def train_distributed(argv=None) -> dict:
         "processes": world_size, "strategy": args.strategy,
         "precision": args.precision, "device": device.type, "bytes": held,
         "seconds": time.perf_counter() - started, **settings,
-    }  # fmt: skip
+    }
     if dist.is_initialized():
         dist.destroy_process_group()
     if rank == 0:
@@ -406,8 +406,8 @@ def launch(arguments: Sequence[str] = (), processes: int = 2, script=None) -> di
         command = [
             sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc_per_node={processes}", str(script), *map(str, arguments),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True)
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(
             f"torchrun {' '.join(command[4:])} failed ({done.returncode}):\n"
@@ -451,7 +451,7 @@ def save_checkpoint(path, model, optimizer, schedule, step: int, **extra) -> Non
             "model": model_state, "optimizer": optimizer_state,
             "schedule": schedule.state_dict(), "step": step,
             "rng": torch.get_rng_state(), **extra,
-        }, path)  # fmt: skip
+        }, path)
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
 
@@ -468,7 +468,7 @@ def load_checkpoint(path, model, optimizer, schedule) -> dict:
         model, optimizer, model_state_dict=saved["model"],
         optim_state_dict=saved["optimizer"],
         options=StateDictOptions(full_state_dict=True),
-    )  # fmt: skip
+    )
     schedule.load_state_dict(saved["schedule"])
     torch.set_rng_state(saved["rng"])
     return saved

@@ -406,7 +406,7 @@ def _llama_config(theirs) -> ModernConfig:
         "rope_type": (_rope(c).get("rope_type", "default"), "default"),
         "head_dim": (getattr(c, "head_dim", None) or c.hidden_size
                      // c.num_attention_heads, c.hidden_size // c.num_attention_heads),
-    })  # fmt: skip
+    })
     rope = _rope(c)
     return ModernConfig(
         vocab_size=c.vocab_size, d_model=c.hidden_size, heads=c.num_attention_heads,
