@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import export_poet_playground as exporter
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, serve, wait_for_translation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
@@ -155,10 +155,7 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     page = "book/playground.html"
     context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
     tab.goto(f"{serve(str(SITE))}/{page}#task=translator&text={quote(text)}", wait_until="load")
-    tab.wait_for_function(
-        "(text) => document.querySelector('#pg-attention').dataset.input === text",
-        arg=text, timeout=60_000,
-    )  # fmt: skip
+    wait_for_translation(tab, text, drawn=False)
     step = 1
     tab.locator("#pg-greedy-tokens .pg-token").nth(step).click()
     translator_bars = BARS_JS.replace("#poet-bars", "#pg-bars")  # the same figures
