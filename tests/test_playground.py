@@ -361,6 +361,13 @@ def test_javascript_names_bad_input(browser, random_export, json_name):
 # --- 2. The exporter ------------------------------------------------------------------
 
 
+def placeholder_config(**sizes) -> dict:
+    """make_model's arguments for a model over PLACEHOLDER_TOKENS: one small layer unless ``sizes``."""
+    vocab = len(PLACEHOLDER_TOKENS)
+    return dict(source_vocab=vocab, target_vocab=vocab, num_layers=1, d_model=16, d_ff=32,
+                heads=2) | sizes
+
+
 def placeholder_meta(config: dict) -> dict:
     return {
         "config": config,
@@ -416,14 +423,7 @@ def test_export_round_trip(tmp_path, options):
 
 
 def test_export_is_byte_for_byte_reproducible(tmp_path):
-    config = {
-        "source_vocab": len(PLACEHOLDER_TOKENS),
-        "target_vocab": len(PLACEHOLDER_TOKENS),
-        "num_layers": 1,
-        "d_model": 16,
-        "d_ff": 32,
-        "heads": 2,
-    }
+    config = placeholder_config()
     torch.manual_seed(3)
     model = make_model(**config)
     first = playground_files.export_model(
@@ -437,14 +437,7 @@ def test_export_is_byte_for_byte_reproducible(tmp_path):
 
 
 def test_loader_refuses_a_damaged_file(tmp_path):
-    config = {
-        "source_vocab": len(PLACEHOLDER_TOKENS),
-        "target_vocab": len(PLACEHOLDER_TOKENS),
-        "num_layers": 1,
-        "d_model": 16,
-        "d_ff": 32,
-        "heads": 2,
-    }
+    config = placeholder_config()
     json_path, bin_path = playground_files.export_model(
         make_model(**config), placeholder_meta(config), "m", tmp_path
     )
@@ -456,14 +449,7 @@ def test_loader_refuses_a_damaged_file(tmp_path):
 
 
 def test_exporter_refuses_a_model_over_the_size_limit(tmp_path):
-    config = {
-        "source_vocab": len(PLACEHOLDER_TOKENS),
-        "target_vocab": len(PLACEHOLDER_TOKENS),
-        "num_layers": 2,
-        "d_model": 128,
-        "d_ff": 512,
-        "heads": 4,
-    }
+    config = placeholder_config(num_layers=2, d_model=128, d_ff=512, heads=4)
     with pytest.raises(
         ValueError,
         match=r"big\.bin would be [\d,]+ bytes; the playground's limit is 1,000,000",
