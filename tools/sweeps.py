@@ -9,27 +9,40 @@ one arm against the committed record with ``same_arm``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import torch
+
 from notebooks import check_outcome, regenerate_and_compare
 
 Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
 
 
-def run(train_one: Callable[[tuple], Run], arms, seeds, budget: dict, score: str,
+def run(train_one: Callable[[str, int, dict], dict], arms, seeds, budget: dict, score: str,
         workers: int = 2) -> dict[tuple[str, int], tuple[dict, float]]:
-    """``train_one((arm, seed, budget))`` for each arm and seed, ``workers`` at a time, each
-    run's ``score`` printed as it ends; {(arm, seed): (record, seconds)}."""
+    """``train_one(arm, seed, budget)`` (a run's record) for each arm and seed, ``workers`` at a
+    time, each on one PyTorch thread, its ``score`` printed as it ends;
+    {(arm, seed): (record, seconds)}."""
     jobs = [(arm, seed, budget) for seed in seeds for arm in arms]
+    timed = functools.partial(_timed, train_one)
     if workers > 1 and len(jobs) > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = pool.imap_unordered(train_one, jobs)
+            results = pool.imap_unordered(timed, jobs)
             return dict(_said(results, score))
-    return dict(_said(map(train_one, jobs), score))
+    return dict(_said(map(timed, jobs), score))
+
+
+def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]) -> Run:
+    arm, seed, budget = job
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    record = train_one(arm, seed, budget)
+    return arm, seed, record, round(time.perf_counter() - started, 1)
 
 
 def _said(results, score: str):

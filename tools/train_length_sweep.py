@@ -27,7 +27,6 @@ apart, so that ``--check`` compares one arm's settings, configuration and runs e
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import torch
@@ -84,14 +83,11 @@ def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) ->
     return [round(value, 4) for value in means] + [None] * (positions - len(means))
 
 
-def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
-    """Train one arm with one seed; (arm, seed, record, seconds)."""
+def train_one(arm: str, seed: int, training: dict) -> dict:
+    """Train one arm with one seed; its record."""
     from transformer_book.poems import CharVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
-    arm, seed, training = job
-    torch.set_num_threads(1)
-    started = time.perf_counter()
     everything = poem_split("train")
     vocab = CharVocabulary.from_poems(everything)
     train = [poem for poem in everything if verses(poem) == 4]
@@ -101,12 +97,11 @@ def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
     losses = train_lm(model, vocab, train, seed=seed, **training)
-    record = {
+    return {
         "loss_by_position": loss_by_position(model, vocab.batch(long), vocab.pad_id, PREDICTIONS),
         "four_verse_perplexity": round(perplexity(model, vocab, short), 4),
         "train_loss": curve(losses),
     }
-    return arm, seed, record, round(time.perf_counter() - started, 1)
 
 
 def settings(training: dict, seeds) -> dict:

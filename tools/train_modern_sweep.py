@@ -26,7 +26,6 @@ one arm, ``--arm``, and compares its settings, configuration and runs exactly, t
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import torch
@@ -69,24 +68,20 @@ def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
             for chunk in (losses[i: i + every] for i in range(0, len(losses), every))]
 
 
-def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
-    """Train one arm with one seed; (arm, seed, record, seconds)."""
+def train_one(arm: str, seed: int, sweep: dict) -> dict:
+    """Train one arm with one seed; its record."""
     from transformer_book.poems import CharVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
-    arm, seed, sweep = job
-    torch.set_num_threads(1)
-    started = time.perf_counter()
     train = poem_split("train")
     vocab = CharVocabulary.from_poems(train)
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
     losses = train_lm(model, vocab, train, seed=seed, **sweep)
-    record = {
+    return {
         "held_out_perplexity": round(perplexity(model, vocab, poem_split("held-out")), 4),
         "train_loss": curve(losses),
     }
-    return arm, seed, record, round(time.perf_counter() - started, 1)
 
 
 def settings(sweep: dict, seeds) -> dict:
