@@ -107,3 +107,14 @@ def script_tab(browser, directory, modules: dict[str, str], *,
                   lambda route: route.fulfill(content_type="text/html", body=body))
     tab.goto(f"{base}/harness.html")
     return context, tab, outside, errors
+
+
+def wait_for_translation(tab, text: str, *, drawn: bool = True, timeout: int = 60_000) -> None:
+    """Wait until the translator page has translated ``text`` (and, if ``drawn``, drawn its
+    attention chart)."""
+    tab.wait_for_function(
+        "([text, drawn]) => document.querySelector('#pg-attention').dataset.input === text "
+        "&& (!drawn || document.querySelector('#pg-attention svg.marks') !== null)",
+        arg=[text, drawn],
+        timeout=timeout,
+    )

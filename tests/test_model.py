@@ -11,27 +11,23 @@ from torch import nn
 
 import transformer_book
 from transformer_book import (
+    EmbeddingWithPositions,
     LabelSmoothingLoss,
     LayerNorm,
     MultiHeadAttention,
-    padding_mask,
-    subsequent_mask,
-    target_mask,
-)
-from transformer_book.decoding import (
+    Transformer,
     beam_search,
     greedy_decode,
     length_penalized,
-    sample_decode,
-    sequence_log_prob,
-    top_p_filter,
-)
-from transformer_book.model import (
-    EmbeddingWithPositions,
-    Transformer,
     load_torch_transformer,
     make_model,
+    padding_mask,
+    sample_decode,
+    sequence_log_prob,
     sequence_loss,
+    subsequent_mask,
+    target_mask,
+    top_p_filter,
     warmup_rate,
 )
 

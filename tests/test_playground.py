@@ -24,7 +24,7 @@ import torch
 
 import playground_files
 import playground_tasks
-from browser_support import local_only_tab, script_tab, serve
+from browser_support import local_only_tab, script_tab, serve, wait_for_translation
 from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.masking import subsequent_mask
 from transformer_book.model import make_model
@@ -335,26 +335,37 @@ def test_parity_on_the_committed_model(browser, json_name):
     print(f"{json_name}: largest logit difference {worst:.2e}")
 
 
-def test_javascript_names_bad_input(browser, random_export):
-    bad = ["7 Mar 1987!", "é7?", "", "1" * 12]
-    results = run_in_browser(browser, random_export, "random.json", bad)
-    assert [result["error"] for result in results] == [
-        'not in the vocabulary: "!"',
-        'not in the vocabulary: "é", "?"',
-        "type something to translate",
-        "too long: 12 characters; the model was trained on at most 11",
-    ]
-    bad = ["one hundred and five", "One two", "   ", "one " * 7]
-    results = run_in_browser(browser, random_export, "words.json", bad)
-    assert [result["error"] for result in results] == [
-        'not in the vocabulary: "five"',
-        'not in the vocabulary: "One"',
-        "type something to translate",
-        "too long: 7 words; the model was trained on at most 6",
-    ]
+BAD_INPUTS = {  # model: {input: the error the page says}
+    "random.json": {
+        "7 Mar 1987!": 'not in the vocabulary: "!"',
+        "é7?": 'not in the vocabulary: "é", "?"',
+        "": "type something to translate",
+        "1" * 12: "too long: 12 characters; the model was trained on at most 11",
+    },
+    "words.json": {
+        "one hundred and five": 'not in the vocabulary: "five"',
+        "One two": 'not in the vocabulary: "One"',
+        "   ": "type something to translate",
+        "one " * 7: "too long: 7 words; the model was trained on at most 6",
+    },
+}
+
+
+@pytest.mark.parametrize("json_name", sorted(BAD_INPUTS))
+def test_javascript_names_bad_input(browser, random_export, json_name):
+    said = BAD_INPUTS[json_name]
+    results = run_in_browser(browser, random_export, json_name, list(said))
+    assert [result["error"] for result in results] == list(said.values())
 
 
 # --- 2. The exporter ------------------------------------------------------------------
+
+
+def placeholder_config(**sizes) -> dict:
+    """make_model's arguments for a model over PLACEHOLDER_TOKENS: one small layer unless ``sizes``."""
+    vocab = len(PLACEHOLDER_TOKENS)
+    return dict(source_vocab=vocab, target_vocab=vocab, num_layers=1, d_model=16, d_ff=32,
+                heads=2) | sizes
 
 
 def placeholder_meta(config: dict) -> dict:
@@ -412,14 +423,7 @@ def test_export_round_trip(tmp_path, options):
 
 
 def test_export_is_byte_for_byte_reproducible(tmp_path):
-    config = {
-        "source_vocab": len(PLACEHOLDER_TOKENS),
-        "target_vocab": len(PLACEHOLDER_TOKENS),
-        "num_layers": 1,
-        "d_model": 16,
-        "d_ff": 32,
-        "heads": 2,
-    }
+    config = placeholder_config()
     torch.manual_seed(3)
     model = make_model(**config)
     first = playground_files.export_model(
@@ -433,14 +437,7 @@ def test_export_is_byte_for_byte_reproducible(tmp_path):
 
 
 def test_loader_refuses_a_damaged_file(tmp_path):
-    config = {
-        "source_vocab": len(PLACEHOLDER_TOKENS),
-        "target_vocab": len(PLACEHOLDER_TOKENS),
-        "num_layers": 1,
-        "d_model": 16,
-        "d_ff": 32,
-        "heads": 2,
-    }
+    config = placeholder_config()
     json_path, bin_path = playground_files.export_model(
         make_model(**config), placeholder_meta(config), "m", tmp_path
     )
@@ -452,14 +449,7 @@ def test_loader_refuses_a_damaged_file(tmp_path):
 
 
 def test_exporter_refuses_a_model_over_the_size_limit(tmp_path):
-    config = {
-        "source_vocab": len(PLACEHOLDER_TOKENS),
-        "target_vocab": len(PLACEHOLDER_TOKENS),
-        "num_layers": 2,
-        "d_model": 128,
-        "d_ff": 512,
-        "heads": 4,
-    }
+    config = placeholder_config(num_layers=2, d_model=128, d_ff=512, heads=4)
     with pytest.raises(
         ValueError,
         match=r"big\.bin would be [\d,]+ bytes; the playground's limit is 1,000,000",
@@ -484,12 +474,7 @@ def committed_meta(index: int = 0) -> dict:
 
 def chart_state(tab, text: str) -> tuple[str, str, str]:
     """(greedy output, beam output, the attention chart's SVG), once drawn for ``text``."""
-    tab.wait_for_function(
-        "(text) => document.querySelector('#pg-attention').dataset.input === text "
-        "&& document.querySelector('#pg-attention svg.marks')",
-        arg=text,
-        timeout=20_000,
-    )
+    wait_for_translation(tab, text, timeout=20_000)
     return (
         tab.locator("#pg-greedy-text").inner_text(),
         tab.locator("#pg-beam-text").inner_text(),

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import export_poet_playground as exporter
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, serve, wait_for_translation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
@@ -63,6 +63,12 @@ def open_poem(browser, fragment: str):
     return context, tab, outside, errors
 
 
+def poem_on_page(tab):
+    """The poem on the page: its text, and its characters (one element a step)."""
+    poem = tab.locator("#poet-poem")
+    return poem.get_attribute("data-text"), poem.locator(".poet-token")
+
+
 def bars_for(tab, temperature: str) -> dict:
     tab.locator("#poet-temperature").fill(temperature)
     tab.wait_for_function(
@@ -84,8 +90,7 @@ def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
     context, tab, outside, errors = open_poem(
         browser, "mode=continue&prompt=白日依山尽，&temperature=0.8&top_p=0.9&seed=3"
     )
-    text = tab.locator("#poet-poem").get_attribute("data-text")
-    tokens = tab.locator("#poet-poem .poet-token")
+    text, tokens = poem_on_page(tab)
     count = tokens.count()
     step = 3
     tokens.nth(step).click()
@@ -94,7 +99,7 @@ def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
     at_15 = bars_for(tab, "1.5")
     at_05 = bars_for(tab, "0.5")
     after = tab.locator("#poet-poem").get_attribute("data-number")
-    still = tab.locator("#poet-poem").get_attribute("data-text")
+    still, _ = poem_on_page(tab)
     context.close()
 
     assert text.startswith(PROMPT) and count == len(text) - len(PROMPT)
@@ -126,8 +131,7 @@ def test_temperature_0_marks_the_most_probable_character(browser, poet):
     context, tab, outside, errors = open_poem(
         browser, "mode=acrostic&prompt=春花秋月&temperature=0&top_p=0.9&seed=0"
     )
-    text = tab.locator("#poet-poem").get_attribute("data-text")
-    tokens = tab.locator("#poet-poem .poet-token")
+    text, tokens = poem_on_page(tab)
     steps = tokens.count()
     tokens.nth(1).focus()  # tabbing to a character opens it too
     tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden")
@@ -155,10 +159,7 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     page = "book/playground.html"
     context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
     tab.goto(f"{serve(str(SITE))}/{page}#task=translator&text={quote(text)}", wait_until="load")
-    tab.wait_for_function(
-        "(text) => document.querySelector('#pg-attention').dataset.input === text",
-        arg=text, timeout=60_000,
-    )  # fmt: skip
+    wait_for_translation(tab, text, drawn=False)
     step = 1
     tab.locator("#pg-greedy-tokens .pg-token").nth(step).click()
     translator_bars = BARS_JS.replace("#poet-bars", "#pg-bars")  # the same figures

@@ -22,7 +22,7 @@ import torch
 
 import export_poet_playground as exporter
 import playground_files
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, serve, wait_for_translation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
@@ -117,8 +117,7 @@ def test_the_translators_attention_unfolds_as_pytorchs(browser):
         browser, "book/playground.html",
         f"task=translator&text={quote(text)}&beam=4&attn=cross&layer=1&head=2",
     )  # fmt: skip
-    tab.wait_for_function("(text) => document.querySelector('#pg-attention').dataset.input"
-                          " === text", arg=text, timeout=60_000)  # fmt: skip
+    wait_for_translation(tab, text, drawn=False)
     cross = drawn_rows(tab, "pg-drill", "pg-query", "decoder cross-attention, layer 1, head 2", 2)
     tab.select_option("#pg-kind", "1")  # the decoder's self-attention: the look-ahead mask
     own = drawn_rows(tab, "pg-drill", "pg-query", "decoder self-attention, layer 1, head 2", 2)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, serve, wait_for_translation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
@@ -48,15 +48,6 @@ def built_page() -> str:
     if not (SITE / PAGE).exists():
         pytest.fail(f"{SITE / PAGE} is not built: run `jupyter-book build .` first")
     return f"{serve(str(SITE))}/{PAGE}"
-
-
-def wait_for_translation(tab, text: str) -> None:
-    tab.wait_for_function(
-        "(text) => document.querySelector('#pg-attention').dataset.input === text "
-        "&& document.querySelector('#pg-attention svg.marks')",
-        arg=text,
-        timeout=60_000,
-    )
 
 
 def test_a_long_sentence_never_freezes_the_page(browser):

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, quote
 
 import pytest
 
-from browser_support import local_only_tab, serve
+from browser_support import local_only_tab, serve, wait_for_translation
 from notebooks import chapters, sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,12 +56,7 @@ KIND_TITLES = {"encoder": "encoder self-attention", "decoder": "decoder self-att
 
 
 def translated(tab, text: str) -> dict:
-    tab.wait_for_function(
-        "(text) => document.querySelector('#pg-attention').dataset.input === text "
-        "&& document.querySelector('#pg-attention svg.marks')",
-        arg=text,
-        timeout=60_000,
-    )
+    wait_for_translation(tab, text)
     return tab.evaluate("""() => ({
       task: document.querySelector('#pg-task').value,
       text: document.querySelector('#pg-input').value,

@@ -19,7 +19,8 @@ Running:
     ``KERNEL_PATHS``: the environment that gives this CPU another CPU's numerics.
 Checking generated files (every tool's ``--check``):
     ``regenerate_and_compare(write, committed, compare)``: write into a temporary folder, compare
-    (``differing_files``; ``json_differs`` for a record compared without its timings).
+    (``differing_files``; ``json_differs`` for a record compared without its timings);
+    ``check_outcome(different, committed)``: say what differs (or that nothing does), the exit status.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import io
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 import traceback
@@ -397,3 +399,12 @@ def regenerate_and_compare(write: Callable[[Path], object], committed: Path | Ma
         paths = written if written and isinstance(written, list | tuple) and all(
             isinstance(path, Path) for path in written) else None
         return differing_files(Path(folder), committed, compare, paths)
+
+
+def check_outcome(different: list[str], committed: object, same: str = "identical") -> int:
+    """Print what differs from ``committed`` (to stderr) or ``same``; the exit status of ``--check``."""
+    if different:
+        print(f"differs from {committed}: {', '.join(different)}", file=sys.stderr)
+        return 1
+    print(same)
+    return 0

@@ -26,19 +26,15 @@ apart, so that ``--check`` compares one arm's settings, configuration and runs e
 
 from __future__ import annotations
 
-import argparse
-import json
-import multiprocessing
 import re
-import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from notebooks import REPO_ROOT, regenerate_and_compare
-from train_modern_sweep import curve, same_arm
+import sweeps
+from notebooks import REPO_ROOT
+from train_modern_sweep import curve
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "length_sweep.json"
@@ -87,14 +83,11 @@ def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) ->
     return [round(value, 4) for value in means] + [None] * (positions - len(means))
 
 
-def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
-    """Train one arm with one seed; (arm, seed, record, seconds)."""
+def train_one(arm: str, seed: int, training: dict) -> dict:
+    """Train one arm with one seed; its record."""
     from transformer_book.poems import CharVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
-    arm, seed, training = job
-    torch.set_num_threads(1)
-    started = time.perf_counter()
     everything = poem_split("train")
     vocab = CharVocabulary.from_poems(everything)
     train = [poem for poem in everything if verses(poem) == 4]
@@ -104,12 +97,11 @@ def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
     losses = train_lm(model, vocab, train, seed=seed, **training)
-    record = {
+    return {
         "loss_by_position": loss_by_position(model, vocab.batch(long), vocab.pad_id, PREDICTIONS),
         "four_verse_perplexity": round(perplexity(model, vocab, short), 4),
         "train_loss": curve(losses),
     }
-    return arm, seed, record, round(time.perf_counter() - started, 1)
 
 
 def settings(training: dict, seeds) -> dict:
@@ -134,59 +126,20 @@ def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) ->
     from transformer_book.poems import CharVocabulary, poem_split
 
     vocab_size = len(CharVocabulary.from_poems(poem_split("train")))
-    jobs = [(arm, seed, training) for seed in seeds for arm in arms]
-    results = []
-    if workers > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = list(pool.imap_unordered(train_one, jobs))
-    else:
-        results = [train_one(job) for job in jobs]
-    for arm, seed, record, seconds in results:
-        print(f"{arm} seed {seed}: four-verse perplexity {record['four_verse_perplexity']} "
-              f"({seconds:.0f} s)", flush=True)
-    found = {(arm, seed): (record, seconds) for arm, seed, record, seconds in results}
+    found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers)
 
     def arm_record(arm):
         torch.manual_seed(0)
         parameters = sum(p.numel() for p in build(arm, vocab_size).parameters())
         return {"label": ARMS[arm][0], "positions": ARMS[arm][1], "parameters": parameters}
 
-    document = {
-        "settings": settings(training, seeds),
-        "arms": {arm: arm_record(arm) for arm in arms},
-        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
-        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
-    (out / RECORD_FILE).write_text(text, encoding="utf-8")
-    return document
+    return sweeps.write(out / RECORD_FILE, settings(training, seeds),
+                        {arm: arm_record(arm) for arm in arms}, found, seeds)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
-    parser.add_argument("--arm", default="alibi", choices=sorted(ARMS))
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    parser.add_argument("--workers", type=int, default=2, help="runs side by side")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
-    args = parser.parse_args(argv)
-    training = dict(TRAINING, **({"steps": args.steps} if args.steps else {}))
-    started = time.perf_counter()
-    if not args.check:
-        sweep_and_write(args.out, list(ARMS), args.seeds, training, args.workers)
-        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / RECORD_FILE}")
-        return 0
-    different = regenerate_and_compare(
-        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, training, args.workers),
-        args.out, {RECORD_FILE: same_arm(args.arm)})
-    print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
-    if different:
-        print(f"differs from {args.out}: {', '.join(different)}", file=sys.stderr)
-        return 1
-    print("identical")
-    return 0
+    return sweeps.main(argv, __doc__.split("\n\n")[0], sweep_and_write, ARMS, "alibi", SEEDS,
+                       TRAINING, WEIGHTS_DIR, RECORD_FILE)
 
 
 if __name__ == "__main__":

@@ -26,16 +26,12 @@ one arm, ``--arm``, and compares its settings, configuration and runs exactly, t
 
 from __future__ import annotations
 
-import argparse
-import json
-import multiprocessing
-import sys
-import time
 from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, regenerate_and_compare
+import sweeps
+from notebooks import REPO_ROOT
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "modern_sweep.json"
@@ -72,24 +68,20 @@ def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
             for chunk in (losses[i: i + every] for i in range(0, len(losses), every))]
 
 
-def train_one(job: tuple[str, int, dict]) -> tuple[str, int, dict, float]:
-    """Train one arm with one seed; (arm, seed, record, seconds)."""
+def train_one(arm: str, seed: int, sweep: dict) -> dict:
+    """Train one arm with one seed; its record."""
     from transformer_book.poems import CharVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
-    arm, seed, sweep = job
-    torch.set_num_threads(1)
-    started = time.perf_counter()
     train = poem_split("train")
     vocab = CharVocabulary.from_poems(train)
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
     losses = train_lm(model, vocab, train, seed=seed, **sweep)
-    record = {
+    return {
         "held_out_perplexity": round(perplexity(model, vocab, poem_split("held-out")), 4),
         "train_loss": curve(losses),
     }
-    return arm, seed, record, round(time.perf_counter() - started, 1)
 
 
 def settings(sweep: dict, seeds) -> dict:
@@ -118,72 +110,21 @@ def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> di
     from transformer_book.poems import CharVocabulary, poem_split
 
     vocab_size = len(CharVocabulary.from_poems(poem_split("train")))
-    jobs = [(arm, seed, sweep) for seed in seeds for arm in arms]
-    results = []
-    if workers > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            for result in pool.imap_unordered(train_one, jobs):
-                results.append(result)
-                print(f"{result[0]} seed {result[1]}: held-out perplexity "
-                      f"{result[2]['held_out_perplexity']} ({result[3]:.0f} s)", flush=True)
-    else:
-        for job in jobs:
-            results.append(train_one(job))
-            print(f"{job[0]} seed {job[1]}: held-out perplexity "
-                  f"{results[-1][2]['held_out_perplexity']} ({results[-1][3]:.0f} s)", flush=True)
-    found = {(arm, seed): (record, seconds) for arm, seed, record, seconds in results}
-    document = {
-        "settings": settings(sweep, seeds),
-        "arms": {arm: arm_record(arm, vocab_size) for arm in arms},
-        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
-        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
-    (out / RECORD_FILE).write_text(text, encoding="utf-8")
-    return document
+    found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers)
+    return sweeps.write(out / RECORD_FILE, settings(sweep, seeds),
+                        {arm: arm_record(arm, vocab_size) for arm in arms}, found, seeds)
 
 
-def same_arm(arm: str):
-    """Compare a one-arm record with the committed sweep: settings, the arm's configuration and
-    runs, exactly (the timings and the other arms left out)."""
-    def compare(new: Path, old: Path) -> list[str]:
-        mine, theirs = (json.loads(path.read_text(encoding="utf-8")) for path in (new, old))
-        same = (mine["settings"] == theirs["settings"] and arm in theirs["runs"]
-                and mine["arms"][arm] == theirs["arms"].get(arm)
-                and mine["runs"][arm] == theirs["runs"][arm])
-        return [] if same else [f"{new.name} (arm {arm!r})"]
-    return compare
+def summary(document: dict) -> None:
+    for arm, runs in document["runs"].items():
+        values = [run["held_out_perplexity"] for run in runs.values()]
+        print(f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} "
+              f"range {min(values)}..{max(values)}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
-    parser.add_argument("--arm", default="modern", choices=sorted(ARMS))
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    parser.add_argument("--workers", type=int, default=2, help="runs side by side")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
-    args = parser.parse_args(argv)
-    sweep = dict(SWEEP, **({"steps": args.steps} if args.steps else {}))
-    started = time.perf_counter()
-    if not args.check:
-        document = sweep_and_write(args.out, list(ARMS), args.seeds, sweep, args.workers)
-        for arm, runs in document["runs"].items():
-            values = [run["held_out_perplexity"] for run in runs.values()]
-            print(f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} "
-                  f"range {min(values)}..{max(values)}")
-        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / RECORD_FILE}")
-        return 0
-    different = regenerate_and_compare(
-        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, sweep, args.workers),
-        args.out, {RECORD_FILE: same_arm(args.arm)})
-    print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
-    if different:
-        print(f"differs from {args.out}: {', '.join(different)}", file=sys.stderr)
-        return 1
-    print("identical")
-    return 0
+    return sweeps.main(argv, __doc__.split("\n\n")[0], sweep_and_write, ARMS, "modern", SEEDS,
+                       SWEEP, WEIGHTS_DIR, RECORD_FILE, summary)
 
 
 if __name__ == "__main__":

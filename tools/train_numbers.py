@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, differing_files, json_differs, regenerate_and_compare
+from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
 from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob
 from transformer_book.masking import padding_mask
 from transformer_book.model import make_model
@@ -176,11 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {WEIGHTS_FILE} and {RUNS_FILE} ({size / 1e6:.2f} MB) to {WEIGHTS_DIR}")
         return 0
     found = regenerate_and_compare(lambda folder: write(saved, record, folder), WEIGHTS_DIR, COMPARE)
-    if found:
-        print("differs from the shipped files:\n  " + "\n  ".join(found))
-        return 1
-    print("identical to the shipped files (the time aside)")
-    return 0
+    return check_outcome(found, "the shipped files",
+                         same="identical to the shipped files (the time aside)")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, regenerate_and_compare
+from notebooks import REPO_ROOT, check_outcome, regenerate_and_compare
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SAMPLES = 200
@@ -91,11 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
     result = results[0]
     print(f"retrained in {result['minutes']:.1f} min")
-    if different:
-        print(f"differs from {args.out}: {', '.join(different)}", file=sys.stderr)
-        return 1
-    print("identical")
-    return 0
+    return check_outcome(different, args.out)
 
 
 if __name__ == "__main__":

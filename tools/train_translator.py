@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, differing_files, json_differs, regenerate_and_compare
+from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
 from transformer_book import translation
 from transformer_book.subwords import (
     MERGES_FILE,
@@ -220,11 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = regenerate_and_compare(lambda folder: write(merges, saved, record, folder, folder),
                                    shipped(WEIGHTS_DIR, DATA_DIR), COMPARE)
-    if found:
-        print("differs from the shipped files:\n  " + "\n  ".join(found))
-        return 1
-    print("identical to the shipped files (timings aside)")
-    return 0
+    return check_outcome(found, "the shipped files",
+                         same="identical to the shipped files (timings aside)")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,9 @@ def diagram(
     def Y2(name):
         return alt.Y2(f"{name}:Q")
 
+    span = dict(x=X("x0"), x2=X2("x1"), y=Y("y0"), y2=Y2("y1"))  # a box or a shaft, corner to corner
+    tooltip = _tooltips(tooltip_keys) if tooltip_keys else alt.Undefined
+
     layers: list = []  # blocks and their labels
     frame_layers: list = []  # frames behind everything
     arrow_layers: list = []  # arrow shafts: over the frames, under the blocks
@@ -175,16 +178,13 @@ def diagram(
         frame = _tooltip_frame(box_rows, tooltip_keys)
         base = alt.Chart(frame)
         encoding = dict(
-            x=X("x0"),
-            x2=X2("x1"),
-            y=Y("y0"),
-            y2=Y2("y1"),
+            **span,
             fill=alt.Fill("fill:N", scale=None),
             stroke=alt.Stroke("stroke:N", scale=None),
             strokeWidth=alt.StrokeWidth("stroke_width:Q", scale=None),
             fillOpacity=alt.FillOpacity("opacity:Q", scale=None),
             href=alt.Href("href:N"),
-            tooltip=_tooltips(tooltip_keys) if tooltip_keys else alt.Undefined,
+            tooltip=tooltip,
         )
         cursor = "pointer" if any(box.href for box in boxes) else "default"
         # Frames under the arrows, blocks over them (an arrow never crosses a block's label).
@@ -211,7 +211,7 @@ def diagram(
                     text="label:N",
                     opacity=alt.Opacity("opacity:Q", scale=None),
                     href=alt.Href("href:N"),
-                    tooltip=_tooltips(tooltip_keys) if tooltip_keys else alt.Undefined,
+                    tooltip=tooltip,
                 )
             )
 
@@ -234,17 +234,14 @@ def diagram(
             alt.Chart(frame)
             .mark_rule(strokeCap="round", aria=False)
             .encode(
-                x=X("x0"),
-                x2=X2("x1"),
-                y=Y("y0"),
-                y2=Y2("y1"),
+                **span,
                 color=alt.Color("color:N", scale=None),
                 strokeWidth=alt.StrokeWidth("stroke_width:Q", scale=None),
                 strokeDash=alt.StrokeDash(
                     "dash:N", scale=alt.Scale(domain=["solid", "dashed"], range=[[1, 0], [4, 3]]), legend=None
                 ),
                 href=alt.Href("href:N"),
-                tooltip=_tooltips(tooltip_keys) if tooltip_keys else alt.Undefined,
+                tooltip=tooltip,
             )
         )
     if heads:
@@ -279,7 +276,7 @@ def diagram(
                     color=alt.Color("color:N", scale=None),
                     size=alt.Size("size:Q", scale=None),
                     href=alt.Href("href:N"),
-                    tooltip=_tooltips(tooltip_keys) if tooltip_keys else alt.Undefined,
+                    tooltip=tooltip,
                 )
             )
 

@@ -1,0 +1,104 @@
+"""What chapter 16's seeded sweeps share (tools/train_modern_sweep.py, tools/train_length_sweep.py).
+
+Each sweep trains every arm with every seed (``run``: two runs side by side, one PyTorch thread
+each), records them in one JSON file (``write``: ``settings``, ``arms``, ``runs``, and the
+``timings`` kept apart) and has the same command line (``main``: write every arm, or ``--check``
+one arm against the committed record with ``same_arm``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import torch
+
+from notebooks import check_outcome, regenerate_and_compare
+
+Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
+
+
+def run(train_one: Callable[[str, int, dict], dict], arms, seeds, budget: dict, score: str,
+        workers: int = 2) -> dict[tuple[str, int], tuple[dict, float]]:
+    """``train_one(arm, seed, budget)`` (a run's record) for each arm and seed, ``workers`` at a
+    time, each on one PyTorch thread, its ``score`` printed as it ends;
+    {(arm, seed): (record, seconds)}."""
+    jobs = [(arm, seed, budget) for seed in seeds for arm in arms]
+    timed = functools.partial(_timed, train_one)
+    if workers > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = pool.imap_unordered(timed, jobs)
+            return dict(_said(results, score))
+    return dict(_said(map(timed, jobs), score))
+
+
+def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]) -> Run:
+    arm, seed, budget = job
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    record = train_one(arm, seed, budget)
+    return arm, seed, record, round(time.perf_counter() - started, 1)
+
+
+def _said(results, score: str):
+    for arm, seed, record, seconds in results:
+        print(f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)",
+              flush=True)
+        yield (arm, seed), (record, seconds)
+
+
+def write(path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, seeds) -> dict:
+    """The sweep's record (``settings``, ``arms``, ``runs``, ``timings``), written to ``path``."""
+    document = {
+        "settings": settings,
+        "arms": dict(arms),
+        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
+        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return document
+
+
+def same_arm(arm: str):
+    """Compare a one-arm record with the committed sweep: settings, the arm's configuration and
+    runs, exactly (the timings and the other arms left out)."""
+    def compare(new: Path, old: Path) -> list[str]:
+        mine, theirs = (json.loads(path.read_text(encoding="utf-8")) for path in (new, old))
+        same = (mine["settings"] == theirs["settings"] and arm in theirs["runs"]
+                and mine["arms"][arm] == theirs["arms"].get(arm)
+                and mine["runs"][arm] == theirs["runs"][arm])
+        return [] if same else [f"{new.name} (arm {arm!r})"]
+    return compare
+
+
+def main(argv: list[str] | None, description: str, sweep_and_write: Callable[..., dict],
+         arms: Sequence[str], default_arm: str, seeds: Sequence[int], budget: dict,
+         out: Path, record_file: str, summary: Callable[[dict], None] | None = None) -> int:
+    """The sweeps' command line: every arm and seed, or ``--check --arm`` one arm; exit status."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
+    parser.add_argument("--arm", default=default_arm, choices=sorted(arms))
+    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    parser.add_argument("--workers", type=int, default=2, help="runs side by side")
+    parser.add_argument("--out", type=Path, default=out)
+    args = parser.parse_args(argv)
+    budget = dict(budget, **({"steps": args.steps} if args.steps else {}))
+    started = time.perf_counter()
+    if not args.check:
+        document = sweep_and_write(args.out, list(arms), args.seeds, budget, args.workers)
+        if summary:
+            summary(document)
+        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}")
+        return 0
+    different = regenerate_and_compare(
+        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, budget, args.workers),
+        args.out, {record_file: same_arm(args.arm)})
+    print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
+    return check_outcome(different, args.out)
