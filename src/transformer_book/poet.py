@@ -62,7 +62,8 @@ def perplexity(model, vocab, poems, batch_size=100, device=None) -> float:
     total, count = 0.0, 0
     for start in range(0, len(poems), batch_size):
         batch = vocab.batch(poems[start : start + batch_size], device)
-        logits = model(batch)
+        with torch.no_grad():  # scoring only: no graph for backward
+            logits = model(batch)
         targets = batch[:, 1:]
         losses = F.cross_entropy(
             logits[:, :-1].transpose(1, 2),
