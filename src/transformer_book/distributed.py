@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from transformer_book.batching import length_batches, pad_rows
 from transformer_book.masking import padding_mask, target_mask
-from transformer_book.model import warmup_rate
+from transformer_book.training import paper_optimizer
 
 NORMALISATIONS = ("tokens", "per_batch")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -119,17 +119,6 @@ class TranslationLoss(torch.nn.Module):
             return self.loss_fn(
                 log_probs.reshape(-1, log_probs.size(-1)), labels.reshape(-1)
             )
-
-
-def recipe_optimizer(model: torch.nn.Module, d_model: int, warmup_steps: int):
-    """Chapter 14's optimiser and schedule: Adam (0.9, 0.98, 1e-9), the paper's rate."""
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_rate(step + 1, d_model, warmup_steps)
-    )
-    return optimizer, schedule
 
 
 def gradient_sync(model: torch.nn.Module, sync: bool):
@@ -328,7 +317,7 @@ def train_distributed(argv=None) -> dict:
     loss_fn = LabelSmoothingLoss(len(translator.target_vocab), pad_id, smoothing)
     module = TranslationLoss(translator.model.to(device).train(), pad_id, loss_fn)
     model = wrap_model(module, args.strategy, device)
-    optimizer, schedule = recipe_optimizer(
+    optimizer, schedule = paper_optimizer(
         model, translator.config["d_model"], TRANSLATION_TRAINING["warmup_steps"]
     )
     scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None

@@ -21,6 +21,21 @@ DATES_CONFIG = dict(num_layers=2, d_model=64, d_ff=256, heads=4, dropout=0.1)
 DATES_TRAINING = dict(steps=300, seed=0, batch_size=64)
 
 
+def paper_optimizer(
+    model: torch.nn.Module, d_model: int, warmup_steps: int, factor: float = 1.0
+):
+    """The paper's optimiser: (Adam with betas (0.9, 0.98), eps 1e-9, its schedule).
+
+    The schedule sets the rate to ``warmup_rate`` at every step (lr=1.0 is scaled)."""
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_rate(step + 1, d_model, warmup_steps, factor)
+    )
+    return optimizer, schedule
+
+
 def train_model(
     task: Task,
     steps: int,
@@ -54,12 +69,8 @@ def train_model(
     loss_fn = LabelSmoothingLoss(
         len(task.target_vocab), task.target_vocab.pad_id, smoothing
     )
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9
-    )
-    d_model = settings["d_model"]
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_rate(step + 1, d_model, warmup_steps, factor)
+    optimizer, schedule = paper_optimizer(
+        model, settings["d_model"], warmup_steps, factor
     )
     rng = random.Random(seed)  # the batches: a fresh draw of pairs for every step
     history = []

@@ -15,13 +15,14 @@ from transformer_book.batching import length_batches, pad_rows
 from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.generator import LabelSmoothingLoss
 from transformer_book.masking import padding_mask
-from transformer_book.model import Transformer, make_model, sequence_loss, warmup_rate
+from transformer_book.model import Transformer, make_model, sequence_loss
 from transformer_book.subwords import (
     BytePairEncoding,
     Vocabulary,
     chinese_vocabulary,
     english_vocabulary,
 )
+from transformer_book.training import paper_optimizer
 
 # make_model keyword arguments of the shipped model: about 1.9 million parameters.
 TRANSLATION_CONFIG = dict(
@@ -192,12 +193,8 @@ def train_translator(
     pad_id = translator.target_vocab.pad_id
     model = translator.model.to(device).train()
     loss_fn = LabelSmoothingLoss(len(translator.target_vocab), pad_id, smoothing)
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9
-    )
-    d_model = translator.config["d_model"]
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_rate(step + 1, d_model, warmup_steps, factor)
+    optimizer, schedule = paper_optimizer(
+        model, translator.config["d_model"], warmup_steps, factor
     )
     torch.manual_seed(seed)  # dropout
     history, checkpoints, step = [], [], 0
