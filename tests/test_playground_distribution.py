@@ -78,6 +78,15 @@ def bars_for(tab, temperature: str) -> dict:
     return tab.evaluate(BARS_JS)
 
 
+def next_logits(poet, text: str, length: int) -> torch.Tensor:
+    """(vocab,) the poet's logits after <s> and the first ``length - 1`` characters of
+    ``text``, with padding and <unk> masked as the page and ``Poet.write`` mask them."""
+    ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
+    logits = poet.model(torch.tensor([ids[:length]]))[0, -1].double()
+    logits[poet.vocab.pad_id] = logits[poet.vocab.unknown_id] = -math.inf
+    return logits
+
+
 def entropy(p: list[float]) -> float:
     return -sum(x * math.log(x) for x in p if x > 0)
 
@@ -105,8 +114,7 @@ def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
     assert text.startswith(PROMPT) and count == len(text) - len(PROMPT)
     ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
     position = len(ids) - count - 1 + step  # the position whose logits chose step `step`
-    logits = poet.model(torch.tensor([ids[: position + 1]]))[0, -1].double()  # (vocab,)
-    logits[poet.vocab.pad_id] = logits[poet.vocab.unknown_id] = -math.inf
+    logits = next_logits(poet, text, position + 1)  # (vocab,)
     written = meta["tokens"][ids[position + 1]]
     for temperature, bars in ((0.8, at_08), (1.5, at_15), (0.5, at_05)):
         assert bars["kept"] == len(bars["p"]), "every kept character has its bar"
@@ -138,9 +146,7 @@ def test_temperature_0_marks_the_most_probable_character(browser, poet):
     bars = tab.evaluate(BARS_JS)
     context.close()
     assert text == poet.write("春花秋月", temperature=0, acrostic=True)
-    ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
-    logits = poet.model(torch.tensor([ids[:2]]))[0, -1]  # step 1: after <s> and one character
-    logits[poet.vocab.pad_id] = logits[poet.vocab.unknown_id] = -math.inf
+    logits = next_logits(poet, text, 2)  # step 1: after <s> and one character
     logits[poet.vocab.boundary_id] = -math.inf  # a 藏头诗 cannot end before its last verse
     assert steps == len(text)
     assert bars["p"] == [1.0] and bars["kept"] == 1

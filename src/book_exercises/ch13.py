@@ -15,6 +15,11 @@ from book_exercises.core import Case, Exercise, Mistake
 BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
 
 
+def _as_list(got):
+    """A tuple of tokens compared as the list it holds."""
+    return list(got) if isinstance(got, tuple) else got
+
+
 def _tokens_differ(got, expected, case):
     """A wrong list of tokens (or rows): say what was expected."""
     if not isinstance(got, list):
@@ -53,7 +58,7 @@ BYTE_FALLBACK = Exercise(
     task="known characters as themselves, every other one as its UTF-8 bytes '<0xE2>'.",
     cases=_fallback_cases,
     reference=_byte_fallback,
-    normalize=lambda got: list(got) if isinstance(got, tuple) else got,
+    normalize=_as_list,
     describe=_tokens_differ,
     success="matches Hugging Face's tokenizers (BPE with byte_fallback=True)",
     mistakes=[
@@ -139,7 +144,7 @@ WORDPIECE = Exercise(
     task="BERT's tokens: the longest piece in the vocabulary, then '##' pieces, else [UNK].",
     cases=_wordpiece_cases,
     reference=_wordpiece,
-    normalize=lambda got: list(got) if isinstance(got, tuple) else got,
+    normalize=_as_list,
     describe=_tokens_differ,
     success="matches Hugging Face's tokenizers (its WordPiece model)",
     mistakes=[
