@@ -48,7 +48,8 @@ def _table_cases():
 
 
 exercise(
-    task="Build the (max_len, d_model) table PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...).",
+    task="Build the (max_len, d_model) table PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), "
+         "PE[pos, 2i+1] = cos(...).",
     cases=_table_cases,
     atol=1e-4,
     mistakes=[

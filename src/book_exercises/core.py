@@ -97,7 +97,7 @@ class Exercise:
     """Everything a checker needs about one exercise (see the module docstring)."""
 
     name: str
-    task: str  # what the reader is asked to do, for the "Not attempted yet" line
+    task: str  # what the reader is asked to do (the reference's docstring, or exercise(task=...))
     cases: Callable[[], Sequence[Case]]
     reference: Callable
     mistakes: Sequence[Mistake] = ()
