@@ -164,9 +164,10 @@ def tatoeba_split(name: str, by: str = "meaning") -> list[tuple[str, list[str]]]
     near-twins (``twin_groups``), the sentences that differ from it only by
     case, punctuation, spacing or a contraction, or share a translation with it.
     ``by="sentence"`` groups by the exact English string only (the pitfall this
-    chapter measures: near-twins then cross sides). The sentences (or groups) are shuffled once with ``SPLIT_SEED``; the test set
-    takes them in that order up to 1,000 sentences (a group that would overflow
-    goes on), then the dev set up to 500, and the train set has the rest.
+    chapter measures: near-twins then cross sides). The sentences (or groups) are
+    shuffled once with ``SPLIT_SEED``; the test set takes them in that order up to
+    1,000 sentences (a group that would overflow goes on), then the dev set up to
+    500, and the train set has the rest.
     """
     if name not in ("train", "dev", "test"):
         raise ValueError(f'split must be "train", "dev" or "test"; got {name!r}')
