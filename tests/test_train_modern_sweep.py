@@ -19,8 +19,8 @@ EIGHT = [FOUR[0] + FOUR[1], FOUR[1] + FOUR[0]]
 
 @pytest.fixture()
 def toy(monkeypatch):
-    monkeypatch.setattr(poems, "poem_split",
-                        lambda name: FOUR + EIGHT if name == "train" else EIGHT[::-1] + FOUR[:1])
+    monkeypatch.setattr(poems, "poem_split",  # the sweeps name their split: by="poem"
+                        lambda name, by: FOUR + EIGHT if name == "train" else EIGHT[::-1] + FOUR[:1])
     monkeypatch.setattr(sweep, "SIZE", dict(d_model=16, heads=4, layers=1))
     monkeypatch.setattr(sweep, "MODERN", dict(sweep.SIZE, kv_heads=2, tie_embeddings=True,
                                               max_len=64))
