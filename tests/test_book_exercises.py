@@ -9,17 +9,16 @@ import pytest
 import torch
 
 from book_exercises import CHAPTERS, check
-from book_exercises.core import CheckResult, Exercise, load_solution
+from book_exercises.core import EXERCISES, Case, CheckResult, Mistake, exercise, load_solution
 from notebooks import chapters, exercises
 from transformer_book import apply_rotary, scaled_dot_product_attention
 
 MODULES = {name: importlib.import_module(f"book_exercises.{name}") for name in CHAPTERS}
-DEFINED = [(chapter, value) for chapter, module in MODULES.items() for value in vars(module).values()
-           if isinstance(value, Exercise)]
-EXERCISE = {exercise.name: exercise for _, exercise in DEFINED}
+DEFINED = [(declared.chapter.rpartition(".")[2], declared) for declared in EXERCISES.values()]
+EXERCISE = dict(EXERCISES)
 WRITTEN = {f"ch{path.name[:2]}": exercises(path) for path in chapters()}  # chapter -> name -> (stub, solution)
 ASKED = [(chapter, name) for chapter, found in WRITTEN.items() for name in found]
-MISTAKES = [(exercise.name, index) for _, exercise in DEFINED for index in range(len(exercise.mistakes))]
+MISTAKES = [(declared.name, index) for _, declared in DEFINED for index in range(len(declared.mistakes))]
 
 
 def output_of(function, capsys, name=None, **kwargs):
@@ -35,13 +34,12 @@ def solution(name):
 
 
 def test_every_exercise_is_asked_for_by_its_chapter():
-    assert len({exercise.name for _, exercise in DEFINED}) == len(DEFINED), "two exercises share a name"
     assert sorted(WRITTEN) == sorted(MODULES), "one exercise module per chapter"
     for chapter, found in WRITTEN.items():
-        defined = {exercise.name for module, exercise in DEFINED if module == chapter}
+        defined = {declared.name for module, declared in DEFINED if module == chapter}
         assert set(found) == defined and len(found) >= 3, (chapter, sorted(found), sorted(defined))
         assert all(written_solution for _, written_solution in found.values()), f"{chapter}: a stub without solution"
-    assert all(len(exercise.mistakes) >= 2 for _, exercise in DEFINED)
+    assert all(len(declared.mistakes) >= 2 for _, declared in DEFINED)
 
 
 def test_no_module_copies_its_notebook():
@@ -136,9 +134,25 @@ def test_a_wrong_answer_no_mistake_names_is_described(name, function, words, cap
 
 def test_every_description_is_tested():
     described = {name for name, _, _ in DESCRIBED}
-    for _, exercise in DEFINED:
-        if exercise.describe is not None:
-            assert exercise.name in described, f"{exercise.name}: no test of its description"
+    for _, declared in DEFINED:
+        if declared.describe is not None:
+            assert declared.name in described, f"{declared.name}: no test of its description"
+
+
+def test_an_exercise_is_named_by_its_reference_and_asks_its_docstring():
+    layer_norm = EXERCISE["layer_norm"]
+    assert layer_norm.reference is MODULES["ch04"].layer_norm and layer_norm.chapter == "book_exercises.ch04"
+    assert layer_norm.task.startswith("Normalize each token over its features")
+    assert EXERCISE["padding_mask"].task.startswith("(batch, seq) token ids")  # a package function: task=
+
+
+def test_a_second_exercise_of_the_same_name_is_a_clear_error():
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        """Another chapter's layer norm."""
+
+    with pytest.raises(ValueError, match="two exercises are called 'layer_norm': in book_exercises.ch04 and in"):
+        exercise(lambda: [Case((), "nothing")], [Mistake("a hint", lambda: None)])(layer_norm)
+    assert EXERCISES["layer_norm"] is EXERCISE["layer_norm"]
 
 
 def test_an_unknown_name_is_a_clear_error():

@@ -1,13 +1,20 @@
 """Unit tests of transformer_book.positional (chapter 1)."""
 
 import math
+import re
 import warnings
 
 import pytest
 import torch
 
 from transformer_book import Embeddings, PositionalEncoding, sinusoidal_table
-from transformer_book.validation import check_dropout, check_tensor, check_token_ids
+from transformer_book.validation import (
+    check_dropout,
+    check_features,
+    check_positive,
+    check_tensor,
+    check_token_ids,
+)
 
 
 def formula(pos: int, dimension: int, d_model: int) -> float:
@@ -179,9 +186,30 @@ def test_dropout_that_is_not_a_number_is_a_type_error(dropout):
         check_dropout(dropout)
 
 
+@pytest.mark.parametrize("sizes, message", [
+    ({"d_model": 0}, "d_model must be positive; got d_model=0"),
+    ({"d_model": 8, "d_ff": -1}, "d_model and d_ff must be positive; got d_model=8, d_ff=-1"),
+    ({"layers": 2, "heads": 0, "d_model": 0}, "layers, heads and d_model must be positive; got layers=2, heads=0, d_model=0"),
+])
+def test_nonpositive_sizes_are_refused_naming_every_size(sizes, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_positive(**sizes)
+
+
+def test_features_must_end_with_d_model():
+    with pytest.raises(ValueError, match=r"^expected a last dimension of d_model=8; got shape \(2, 4\)$"):
+        check_features("x", torch.zeros(2, 4), 8, torch.float32)
+    with pytest.raises(ValueError, match=r"^expected rows \(\.\.\., 8\); got shape \(\)$"):
+        check_features("x", torch.tensor(1.0), 8, torch.float32, expected="rows (..., 8)")
+    with pytest.raises(ValueError, match=r"x has dtype torch\.float64, not torch\.float32"):
+        check_features("x", torch.zeros(2, 8, dtype=torch.float64), 8, torch.float32)
+
+
 def test_valid_arguments_pass_the_checks():
     check_dropout(0)
     check_dropout(0.999)
+    check_positive(d_model=1, d_ff=4)
+    check_features("x", torch.zeros(3, 8), 8, torch.float32)
     check_tensor("x", torch.zeros(2), floating=True, dtype=torch.float32)
     check_token_ids("tokens", torch.tensor([0, 9]), vocab_size=10)
     check_token_ids("tokens", torch.zeros(0, 3, dtype=torch.long), vocab_size=10)  # empty: nothing to check

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from book_exercises.core import Case, Exercise, Mistake
+from book_exercises.core import Case, Mistake, exercise
 from transformer_book import Embeddings, PositionalEncoding, sinusoidal_table
 
 # ---------------------------------------------------------------------------------------------
@@ -47,12 +47,10 @@ def _table_cases():
             Case((100, 64), "max_len=100, d_model=64")]
 
 
-SINUSOIDAL_TABLE = Exercise(
-    name="sinusoidal_table",
+exercise(
     task="Build the (max_len, d_model) table PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), "
          "PE[pos, 2i+1] = cos(...).",
     cases=_table_cases,
-    reference=sinusoidal_table,
     atol=1e-4,
     mistakes=[
         Mistake("sin and cos are swapped: even dimensions 2i take the sine, odd dimensions 2i+1 the "
@@ -80,21 +78,11 @@ SINUSOIDAL_TABLE = Exercise(
         Mistake("your table is transposed: return shape (max_len, d_model), one row per position.",
                 lambda n, d: sinusoidal_table(n, d).T),
     ],
-)
+)(sinusoidal_table)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the shift matrix M_k with PE[pos + k] = M_k PE[pos]
-
-
-def _reference_shift(k, d_model):
-    table = sinusoidal_table(k + 1, d_model).double()
-    sin_k, cos_k = table[k, 0::2], table[k, 1::2]  # (d_model/2,)
-    matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
-    even = torch.arange(0, d_model, 2)
-    matrix[even, even], matrix[even, even + 1] = cos_k, sin_k
-    matrix[even + 1, even], matrix[even + 1, even + 1] = -sin_k, cos_k
-    return matrix.float()
 
 
 def _shift_cases():
@@ -110,35 +98,33 @@ def _describe_shift(got, expected, case):
             f"{error:.3g}. Each pair (2i, 2i+1) is rotated by the angle k * w_i.")
 
 
-SHIFT_MATRIX = Exercise(
-    name="shift_matrix",
-    task="Build the (d_model, d_model) matrix M_k with PE[pos + k] = M_k @ PE[pos] for every pos.",
+@exercise(
     cases=_shift_cases,
-    reference=_reference_shift,
     atol=1e-4,
     describe=_describe_shift,
     mistakes=[
         Mistake("your matrix rotates backwards: it maps PE[pos + k] to PE[pos] (it is M_k transposed). "
                 "Check the signs: sin(a + b) = sin a cos b + cos a sin b, "
                 "cos(a + b) = cos a cos b - sin a sin b.",
-                lambda k, d: _reference_shift(k, d).T),
+                lambda k, d: shift_matrix(k, d).T),
         Mistake("you built the matrix from the encoding of position 1 instead of position k: the "
                 "rotation angle of pair i is k * w_i.",
-                lambda k, d: _reference_shift(1, d)),
+                lambda k, d: shift_matrix(1, d)),
     ],
 )
+def shift_matrix(k, d_model):
+    """Build the (d_model, d_model) matrix M_k with PE[pos + k] = M_k @ PE[pos] for every pos."""
+    table = sinusoidal_table(k + 1, d_model).double()
+    sin_k, cos_k = table[k, 0::2], table[k, 1::2]  # (d_model/2,)
+    matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
+    even = torch.arange(0, d_model, 2)
+    matrix[even, even], matrix[even, even + 1] = cos_k, sin_k
+    matrix[even + 1, even], matrix[even + 1, even + 1] = -sin_k, cos_k
+    return matrix.float()
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: the input layer, embeddings * sqrt(d_model) + positions
-
-
-def _reference_embed(tokens, weight):
-    vocab_size, d_model = weight.shape
-    embed = Embeddings(vocab_size, d_model)
-    with torch.no_grad():
-        embed.lookup.weight.copy_(weight)
-    return PositionalEncoding(d_model, max_len=64)(embed(tokens))  # (batch, seq, d_model)
 
 
 def _embed_cases():
@@ -165,11 +151,8 @@ def _embed_variant(scale_embedding, with_positions=True, scale_positions=False, 
     return compute
 
 
-EMBED_WITH_POSITIONS = Exercise(
-    name="embed_with_positions",
-    task="Look the tokens up in `weight`, multiply by sqrt(d_model) and add the sinusoidal encodings.",
+@exercise(
     cases=_embed_cases,
-    reference=_reference_embed,
     mistakes=[
         Mistake("the embeddings are not multiplied by sqrt(d_model) (the paper's section 3.4).",
                 _embed_variant(lambda d: 1.0)),
@@ -188,4 +171,11 @@ EMBED_WITH_POSITIONS = Exercise(
                 _embed_variant(lambda d: math.sqrt(d), length_axis=0)),
     ],
 )
+def embed_with_positions(tokens, weight):
+    """Look the tokens up in `weight`, multiply by sqrt(d_model) and add the sinusoidal encodings."""
+    vocab_size, d_model = weight.shape
+    embed = Embeddings(vocab_size, d_model)
+    with torch.no_grad():
+        embed.lookup.weight.copy_(weight)
+    return PositionalEncoding(d_model, max_len=64)(embed(tokens))  # (batch, seq, d_model)
 

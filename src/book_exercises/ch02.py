@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn
+from book_exercises.core import Case, Mistake, exercise, randn
 from transformer_book import scaled_dot_product_attention
 
 MATMUL_HINT = (
@@ -79,14 +79,14 @@ def _attention_cases():
     ]
 
 
-ATTENTION = Exercise(
-    name="attention",
-    task="softmax(Q K^T / sqrt(d_k)) V, returning (output, weights).",
+@exercise(
     cases=_attention_cases,
-    reference=lambda q, k, v: scaled_dot_product_attention(q, k, v),
     mistakes=[*SCALE_MISTAKES, Mistake(MATMUL_HINT, _variant(keys_axes=(1, 2)))],
     describe=_describe_pair,
 )
+def attention(q, k, v):
+    """Softmax(Q K^T / sqrt(d_k)) V, returning (output, weights)."""
+    return scaled_dot_product_attention(q, k, v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,11 +110,8 @@ def _masked_cases():
     ]
 
 
-MASKED_ATTENTION = Exercise(
-    name="masked_attention",
-    task="attention where a boolean mask (True = may attend) hides keys.",
+@exercise(
     cases=_masked_cases,
-    reference=lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m),
     mistakes=[
         Mistake("your mask is applied the wrong way round: True means 'may attend', so fill the "
                 "scores where the mask is False: scores.masked_fill(~mask, float('-inf')).",
@@ -134,16 +131,13 @@ MASKED_ATTENTION = Exercise(
     ],
     describe=_describe_pair,
 )
+def masked_attention(q, k, v, m):
+    """Attention where a boolean mask (True = may attend) hides keys."""
+    return scaled_dot_product_attention(q, k, v, m)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: a masked softmax that survives a fully masked row
-
-
-def _reference_masked_softmax(scores, mask):
-    keys = scores.size(-1)
-    identity = torch.eye(keys, dtype=scores.dtype)  # scores @ I = scores: the package does the rest
-    return scaled_dot_product_attention(scores, identity, identity, mask, scale=1.0)[1]
 
 
 def _softmax_variant(fill=float("-inf"), invert=False, zero_empty=False):
@@ -167,11 +161,8 @@ def _softmax_cases():
     ]
 
 
-MASKED_SOFTMAX = Exercise(
-    name="masked_softmax",
-    task="the softmax over keys where mask is True, with all-zero weights for a row with no True.",
+@exercise(
     cases=_softmax_cases,
-    reference=_reference_masked_softmax,
     mistakes=[
         Mistake("a row with no allowed key gives NaN: the softmax of all -inf is 0/0. Set such rows to "
                 "zero: weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
@@ -190,4 +181,9 @@ MASKED_SOFTMAX = Exercise(
                 _softmax_variant(fill=-100.0, zero_empty=True)),
     ],
 )
+def masked_softmax(scores, mask):
+    """The softmax over keys where mask is True, with all-zero weights for a row with no True."""
+    keys = scores.size(-1)
+    identity = torch.eye(keys, dtype=scores.dtype)  # scores @ I = scores: the package does the rest
+    return scaled_dot_product_attention(scores, identity, identity, mask, scale=1.0)[1]
 

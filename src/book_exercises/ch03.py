@@ -13,15 +13,11 @@ import math
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn
+from book_exercises.core import Case, Mistake, exercise, randn
 from transformer_book import MultiHeadAttention, scaled_dot_product_attention
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: split the features into heads
-
-
-def _reference_split(x, heads):
-    return MultiHeadAttention(x.size(-1), heads).split_heads(x)  # (batch, heads, seq, d_k)
 
 
 def _split_cases():
@@ -31,11 +27,8 @@ def _split_cases():
             Case((randn(2, 4, 8, seed=33), 4), "x (2, 4, 8), 4 heads (seq == heads)")]
 
 
-SPLIT_HEADS = Exercise(
-    name="split_heads",
-    task="(batch, seq, d_model) -> (batch, heads, seq, d_k).",
+@exercise(
     cases=_split_cases,
-    reference=_reference_split,
     mistakes=[
         Mistake("you reshaped straight to (batch, heads, seq, d_k): that cuts the sequence into "
                 "pieces instead of the features. View as (batch, seq, heads, d_k), then "
@@ -49,15 +42,13 @@ SPLIT_HEADS = Exercise(
                 lambda x, h: x.reshape(x.size(0), x.size(1), h, x.size(2) // h)),
     ],
 )
+def split_heads(x, heads):
+    """(batch, seq, d_model) -> (batch, heads, seq, d_k)."""
+    return MultiHeadAttention(x.size(-1), heads).split_heads(x)  # (batch, heads, seq, d_k)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: merge the heads back
-
-
-def _reference_merge(x):
-    heads, d_k = x.size(1), x.size(3)
-    return MultiHeadAttention(heads * d_k, heads).merge_heads(x)  # (batch, seq, d_model)
 
 
 def _merge_cases():
@@ -66,11 +57,8 @@ def _merge_cases():
             Case((randn(2, 4, 4, 2, seed=36),), "x (2, 4, 4, 2) (seq == heads)")]
 
 
-MERGE_HEADS = Exercise(
-    name="merge_heads",
-    task="(batch, heads, seq, d_k) -> (batch, seq, heads * d_k), the concatenation of the heads.",
+@exercise(
     cases=_merge_cases,
-    reference=_reference_merge,
     mistakes=[
         Mistake("you reshaped without first moving the heads axis back behind the sequence axis: "
                 "transpose(1, 2), then reshape to (batch, seq, heads * d_k).",
@@ -84,6 +72,10 @@ MERGE_HEADS = Exercise(
                 lambda x: x.transpose(1, 2).view(x.size(0), x.size(2), -1)),
     ],
 )
+def merge_heads(x):
+    """(batch, heads, seq, d_k) -> (batch, seq, heads * d_k), the concatenation of the heads."""
+    heads, d_k = x.size(1), x.size(3)
+    return MultiHeadAttention(heads * d_k, heads).merge_heads(x)  # (batch, seq, d_model)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,10 +86,6 @@ def _layer(d_model, heads, seed):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return MultiHeadAttention(d_model, heads).eval()
-
-
-def _reference_mha(layer, query, key, value, mask=None):
-    return layer(query, key, value, mask)[0]  # (batch, queries, d_model)
 
 
 def _mha_variant(scale="d_k", output_proj=True, unsqueeze_mask=True, split=True, merge="reshape"):
@@ -134,11 +122,8 @@ def _mha_cases():
     ]
 
 
-MULTI_HEAD_ATTENTION = Exercise(
-    name="multi_head_attention",
-    task="project, split into heads, attend, merge, project with W^O.",
+@exercise(
     cases=_mha_cases,
-    reference=_reference_mha,
     mistakes=[
         Mistake("the output projection W^O is missing: apply layer.output_proj to the merged heads.",
                 _mha_variant(output_proj=False)),
@@ -158,4 +143,7 @@ MULTI_HEAD_ATTENTION = Exercise(
                 _mha_variant(merge="view")),
     ],
 )
+def multi_head_attention(layer, query, key, value, mask=None):
+    """Project, split into heads, attend, merge, project with W^O."""
+    return layer(query, key, value, mask)[0]  # (batch, queries, d_model)
 

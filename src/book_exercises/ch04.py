@@ -14,19 +14,11 @@ import copy
 import torch
 from torch import nn
 
-from book_exercises.core import Case, Exercise, Mistake, randn
+from book_exercises.core import Case, Mistake, exercise, randn
 from transformer_book import LayerNorm, SublayerConnection
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: layer norm from the mean and the variance
-
-
-def _reference_layer_norm(x, gamma, beta, eps=1e-5):
-    norm = LayerNorm(x.size(-1), eps)
-    with torch.no_grad():
-        norm.gamma.copy_(gamma)
-        norm.beta.copy_(beta)
-    return norm(x)
 
 
 def _ln_variant(unbiased=False, eps_outside=False, dim=-1, affine=True, eps_default=1e-5):
@@ -52,11 +44,8 @@ def _ln_cases():
     ]
 
 
-LAYER_NORM = Exercise(
-    name="layer_norm",
-    task="normalize each token over its features, then scale by gamma and shift by beta.",
+@exercise(
     cases=_ln_cases,
-    reference=_reference_layer_norm,
     atol=1e-4,
     mistakes=[
         Mistake("your LayerNorm uses the unbiased variance (divides by n-1); layer norm divides by n: "
@@ -80,6 +69,13 @@ LAYER_NORM = Exercise(
                 lambda x, g, b, eps=1e-5: _ln_variant()(x, g, b, 1e-5)),
     ],
 )
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """Normalize each token over its features, then scale by gamma and shift by beta."""
+    norm = LayerNorm(x.size(-1), eps)
+    with torch.no_grad():
+        norm.gamma.copy_(gamma)
+        norm.beta.copy_(beta)
+    return norm(x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,22 +96,13 @@ def _sublayer(d_model, seed):
         return nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh())
 
 
-def _reference_sublayer(x, sublayer, norm):
-    connection = SublayerConnection(x.size(-1), dropout=0.0, norm_first=False)
-    connection.norm = copy.deepcopy(norm)
-    return connection(x, sublayer)
-
-
 def _sublayer_cases():
     return [Case((randn(2, 4, 8, seed=60, scale=2.0), _sublayer(8, 1), _norm(8, 61)), "x (2, 4, 8)"),
             Case((randn(1, 1, 16, seed=62), _sublayer(16, 2), _norm(16, 63)), "a single token")]
 
 
-SUBLAYER_CONNECTION = Exercise(
-    name="sublayer_connection",
-    task="LayerNorm(x + sublayer(x)), the paper's post-norm Add & Norm.",
+@exercise(
     cases=_sublayer_cases,
-    reference=_reference_sublayer,
     atol=1e-4,
     mistakes=[
         Mistake("you normalized the sublayer's input (pre-norm: x + sublayer(norm(x))); the paper's "
@@ -130,18 +117,15 @@ SUBLAYER_CONNECTION = Exercise(
                 lambda x, s, n: x + s(x)),
     ],
 )
+def sublayer_connection(x, sublayer, norm):
+    """LayerNorm(x + sublayer(x)), the paper's post-norm Add & Norm."""
+    connection = SublayerConnection(x.size(-1), dropout=0.0, norm_first=False)
+    connection.norm = copy.deepcopy(norm)
+    return connection(x, sublayer)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: a pre-norm stack, and its final norm
-
-
-def _reference_stack(x, sublayers, norms, final_norm):
-    for sublayer, norm in zip(sublayers, norms):
-        connection = SublayerConnection(x.size(-1), dropout=0.0, norm_first=True)
-        connection.norm = copy.deepcopy(norm)
-        x = connection(x, sublayer)
-    return final_norm(x)
 
 
 def _stack_cases():
@@ -162,11 +146,8 @@ def _stack_variant(final=True, pre=True, reuse_first=False):
     return compute
 
 
-PRE_NORM_STACK = Exercise(
-    name="pre_norm_stack",
-    task="x + sublayer(norm(x)) for each sublayer in turn, then the final norm.",
+@exercise(
     cases=_stack_cases,
-    reference=_reference_stack,
     atol=1e-4,
     mistakes=[
         Mistake("the final norm is missing: a pre-norm stack's output is the raw residual stream, "
@@ -182,4 +163,11 @@ PRE_NORM_STACK = Exercise(
                 _stack_variant(reuse_first=True)),
     ],
 )
+def pre_norm_stack(x, sublayers, norms, final_norm):
+    """x + sublayer(norm(x)) for each sublayer in turn, then the final norm."""
+    for sublayer, norm in zip(sublayers, norms):
+        connection = SublayerConnection(x.size(-1), dropout=0.0, norm_first=True)
+        connection.norm = copy.deepcopy(norm)
+        x = connection(x, sublayer)
+    return final_norm(x)
 

@@ -12,21 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn
+from book_exercises.core import Case, Mistake, exercise, randn
 from transformer_book import EncoderLayer, PositionwiseFeedForward
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: FFN(x) = max(0, x W1 + b1) W2 + b2
-
-
-def _reference_ffn(x, w1, b1, w2, b2):
-    ffn = PositionwiseFeedForward(w1.size(0), w1.size(1))
-    with torch.no_grad():  # nn.Linear stores W transposed: (out, in)
-        ffn.expand.weight.copy_(w1.T)
-        ffn.expand.bias.copy_(b1)
-        ffn.contract.weight.copy_(w2.T)
-        ffn.contract.bias.copy_(b2)
-    return ffn(x)
 
 
 def _ffn_cases():
@@ -38,11 +28,8 @@ def _ffn_cases():
             Case((randn(1, 1, 6, seed=110),) + weights(6, 6, 111), "one token, d_ff = d_model")]
 
 
-FEED_FORWARD = Exercise(
-    name="feed_forward",
-    task="FFN(x) = max(0, x W1 + b1) W2 + b2.",
+@exercise(
     cases=_ffn_cases,
-    reference=_reference_ffn,
     atol=1e-4,
     mistakes=[
         Mistake("the ReLU is missing: two linear maps in a row are one linear map, and the wide "
@@ -62,15 +49,19 @@ FEED_FORWARD = Exercise(
                 lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2),
     ],
 )
+def feed_forward(x, w1, b1, w2, b2):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2."""
+    ffn = PositionwiseFeedForward(w1.size(0), w1.size(1))
+    with torch.no_grad():  # nn.Linear stores W transposed: (out, in)
+        ffn.expand.weight.copy_(w1.T)
+        ffn.expand.bias.copy_(b1)
+        ffn.contract.weight.copy_(w2.T)
+        ffn.contract.bias.copy_(b2)
+    return ffn(x)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: count an encoder layer's parameters
-
-
-def _reference_count(d_model, heads, d_ff):
-    layer = EncoderLayer(d_model, heads, d_ff, dropout=0.0)
-    return sum(parameter.numel() for parameter in layer.parameters())
 
 
 def _count_cases():
@@ -89,11 +80,8 @@ def _count(attention_biases=True, ffn_biases=True, norms=True, times_heads=False
     return compute
 
 
-ENCODER_PARAMETERS = Exercise(
-    name="encoder_layer_parameters",
-    task="the number of trained parameters of one encoder layer, as a formula.",
+@exercise(
     cases=_count_cases,
-    reference=_reference_count,
     normalize=lambda got: int(got) if isinstance(got, (int, float)) or hasattr(got, "item") else got,
     mistakes=[
         Mistake("you are 4 * d_model short: the two layer norms (gamma and beta, d_model each) or "
@@ -110,6 +98,10 @@ ENCODER_PARAMETERS = Exercise(
     describe=lambda got, expected, case: (f"for {case.label} the layer has {expected:,} parameters; "
                                           f"your formula gives {got!r}."),
 )
+def encoder_layer_parameters(d_model, heads, d_ff):
+    """The number of trained parameters of one encoder layer, as a formula."""
+    layer = EncoderLayer(d_model, heads, d_ff, dropout=0.0)
+    return sum(parameter.numel() for parameter in layer.parameters())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,13 +132,6 @@ def _encoder_cases():
             _encoder_case(randn(1, 3, 8, seed=121), None, _encoder(8, 2, 16, 2), "no mask")]
 
 
-def _reference_encoder(x, mask, self_attn, feed_forward, norm1, norm2):
-    layer = EncoderLayer(x.size(-1), self_attn.heads, feed_forward.d_ff, dropout=0.0).eval()
-    layer.self_attn, layer.feed_forward = self_attn, feed_forward
-    layer.sublayers[0].norm, layer.sublayers[1].norm = norm1, norm2
-    return layer(x, mask)
-
-
 def _encoder_variant(pre=False, use_mask=True, swap_norms=False, residual=True, same_norm=None,
                      output_only=True):
     def compute(x, mask, self_attn, feed_forward, norm1, norm2):
@@ -167,11 +152,8 @@ def _encoder_variant(pre=False, use_mask=True, swap_norms=False, residual=True, 
     return compute
 
 
-ENCODER_LAYER = Exercise(
-    name="encoder_layer",
-    task="self-attention then the FFN, each inside a post-norm Add & Norm.",
+@exercise(
     cases=_encoder_cases,
-    reference=_reference_encoder,
     atol=1e-4,
     mistakes=[
         Mistake("the padding mask is not passed to the self-attention: self_attn(x, x, x, mask).",
@@ -193,4 +175,10 @@ ENCODER_LAYER = Exercise(
                 _encoder_variant(output_only=False)),
     ],
 )
+def encoder_layer(x, mask, self_attn, feed_forward, norm1, norm2):
+    """Self-attention then the FFN, each inside a post-norm Add & Norm."""
+    layer = EncoderLayer(x.size(-1), self_attn.heads, feed_forward.d_ff, dropout=0.0).eval()
+    layer.self_attn, layer.feed_forward = self_attn, feed_forward
+    layer.sublayers[0].norm, layer.sublayers[1].norm = norm1, norm2
+    return layer(x, mask)
 

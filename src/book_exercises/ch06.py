@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake
+from book_exercises.core import Case, Mistake, exercise
 from transformer_book import padding_mask, subsequent_mask, target_mask
 
 POLARITY_HINT = ("your mask is the wrong way round: True must mean 'may attend' (this book and "
@@ -47,11 +47,8 @@ def _squeeze_leading_one(mask):
     return mask
 
 
-LOOK_AHEAD_MASK = Exercise(
-    name="look_ahead_mask",
-    task="a (size, size) boolean mask, True where query i may attend to key j (j <= i).",
+@exercise(
     cases=lambda: [Case((5,), "size 5"), Case((1,), "size 1"), Case((8,), "size 8")],
-    reference=lambda size: subsequent_mask(size)[0],
     normalize=_squeeze_leading_one,
     describe=_describe_mask,
     mistakes=[
@@ -62,6 +59,9 @@ LOOK_AHEAD_MASK = Exercise(
                 lambda size: torch.triu(torch.ones(size, size), diagonal=0) == 0),
     ],
 )
+def look_ahead_mask(size):
+    """A (size, size) boolean mask, True where query i may attend to key j (j <= i)."""
+    return subsequent_mask(size)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,11 +77,9 @@ def _padding_cases():
     ]
 
 
-PADDING_MASK = Exercise(
-    name="padding_mask",
+exercise(
     task="(batch, seq) token ids -> (batch, 1, seq), True at real tokens.",
     cases=_padding_cases,
-    reference=padding_mask,
     describe=_describe_mask,
     mistakes=[
         Mistake("your mask has shape (batch, seq): add the query axis, (tokens != pad_id).unsqueeze(1) "
@@ -96,7 +94,7 @@ PADDING_MASK = Exercise(
         Mistake("you compared with 0, not with pad_id (the check uses pad_id=1).",
                 lambda tokens, pad: (tokens != 0).unsqueeze(1)),
     ],
-)
+)(padding_mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,11 +114,9 @@ def _look_ahead(tokens):
     return torch.ones(size, size, dtype=torch.bool).tril().expand(tokens.size(0), size, size)
 
 
-TARGET_MASK = Exercise(
-    name="target_mask",
+exercise(
     task="(batch, seq) target ids -> (batch, seq, seq): no padding keys and no future positions.",
     cases=_target_cases,
-    reference=target_mask,
     describe=_describe_mask,
     mistakes=[
         Mistake("you combined the masks with | (or): a key blocked by either mask must be blocked, "
@@ -137,5 +133,5 @@ TARGET_MASK = Exercise(
                 "use (tokens != pad_id).unsqueeze(1), shape (batch, 1, seq).",
                 lambda tokens, pad: (tokens != pad).unsqueeze(-1) & _look_ahead(tokens)),
     ],
-)
+)(target_mask)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn
+from book_exercises.core import Case, Mistake, exercise, randn
 from transformer_book import DecoderLayer, MultiHeadAttention, padding_mask, target_mask
 
 # ---------------------------------------------------------------------------------------------
@@ -48,11 +48,8 @@ def _describe_cross(got, expected, case):
     return None
 
 
-CROSS_ATTENTION = Exercise(
-    name="cross_attention",
-    task="queries from the decoder, keys and values from the encoder's output (memory).",
+@exercise(
     cases=_cross_cases,
-    reference=lambda x, memory, attention, mask: attention(x, memory, memory, mask)[0],
     describe=_describe_cross,
     mistakes=[
         Mistake("you attended over the decoder's own states (self-attention): the keys and values of "
@@ -65,6 +62,9 @@ CROSS_ATTENTION = Exercise(
                 lambda x, memory, attention, mask: attention(memory, x, x, mask)[0]),
     ],
 )
+def cross_attention(x, memory, attention, mask):
+    """Queries from the decoder, keys and values from the encoder's output (memory)."""
+    return attention(x, memory, memory, mask)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,14 +100,6 @@ def _decoder_cases():
     ]
 
 
-def _reference_decoder(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
-    layer = DecoderLayer(x.size(-1), self_attn.heads, ffn.d_ff, dropout=0.0).eval()
-    layer.self_attn, layer.cross_attn, layer.feed_forward = self_attn, cross_attn, ffn
-    for sublayer, norm in zip(layer.sublayers, norms):
-        sublayer.norm = norm
-    return layer(x, memory, source_mask, target_mask_)
-
-
 def _decoder_variant(self_mask="target", cross_mask="source", order="self-cross", pre=False,
                      output=0):
     def compute(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
@@ -122,11 +114,8 @@ def _decoder_variant(self_mask="target", cross_mask="source", order="self-cross"
     return compute
 
 
-DECODER_LAYER = Exercise(
-    name="decoder_layer",
-    task="masked self-attention, cross-attention, FFN, each inside a post-norm Add & Norm.",
+@exercise(
     cases=_decoder_cases,
-    reference=_reference_decoder,
     atol=1e-4,
     mistakes=[
         Mistake("the target mask is missing from the self-attention: without it position i reads the "
@@ -148,6 +137,13 @@ DECODER_LAYER = Exercise(
                 _decoder_variant(output=slice(None))),
     ],
 )
+def decoder_layer(x, memory, source_mask, target_mask_, self_attn, cross_attn, ffn, norms):
+    """Masked self-attention, cross-attention, FFN, each inside a post-norm Add & Norm."""
+    layer = DecoderLayer(x.size(-1), self_attn.heads, ffn.d_ff, dropout=0.0).eval()
+    layer.self_attn, layer.cross_attn, layer.feed_forward = self_attn, cross_attn, ffn
+    for sublayer, norm in zip(layer.sublayers, norms):
+        sublayer.norm = norm
+    return layer(x, memory, source_mask, target_mask_)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,11 +155,8 @@ def _teacher_cases():
             Case((torch.tensor([[1, 2]]),), "a target of two tokens (start, end)")]
 
 
-TEACHER_FORCING = Exercise(
-    name="teacher_forcing",
-    task="(batch, seq) targets starting with the start token -> (decoder input, labels).",
+@exercise(
     cases=_teacher_cases,
-    reference=lambda target: (target[:, :-1], target[:, 1:]),  # as transformer_book.sequence_loss
     mistakes=[
         Mistake("your labels are the decoder input itself: the model would learn to copy its input. "
                 "The label at position i is the NEXT token, target[:, 1:].",
@@ -176,4 +169,7 @@ TEACHER_FORCING = Exercise(
                 lambda target: (target, target[:, 1:])),
     ],
 )
+def teacher_forcing(target):
+    """(batch, seq) targets starting with the start token -> (decoder input, labels)."""
+    return (target[:, :-1], target[:, 1:])  # as transformer_book.sequence_loss
 

@@ -12,19 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn
+from book_exercises.core import Case, Mistake, exercise, randn
 from transformer_book import Generator, LabelSmoothingLoss
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the generator, a linear layer and a log-softmax
-
-
-def _reference_generator(x, weight, bias):
-    generator = Generator(weight.size(1), weight.size(0))
-    with torch.no_grad():
-        generator.proj.weight.copy_(weight)
-        generator.proj.bias.copy_(bias)
-    return generator(x)
 
 
 def _generator_cases():
@@ -40,11 +32,8 @@ def _logits(x, weight, bias):
     return x @ weight.T + bias
 
 
-GENERATOR = Exercise(
-    name="generator",
-    task="log-probabilities over the vocabulary: log_softmax(x W^T + b).",
+@exercise(
     cases=_generator_cases,
-    reference=_reference_generator,
     atol=1e-4,
     mistakes=[
         Mistake("you returned probabilities (softmax); the generator returns log-probabilities: "
@@ -66,14 +55,17 @@ GENERATOR = Exercise(
                 lambda x, w, b: torch.log_softmax(x @ w + b, dim=-1)),
     ],
 )
+def generator(x, weight, bias):
+    """Log-probabilities over the vocabulary: log_softmax(x W^T + b)."""
+    layer = Generator(weight.size(1), weight.size(0))
+    with torch.no_grad():
+        layer.proj.weight.copy_(weight)
+        layer.proj.bias.copy_(bias)
+    return layer(x)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the label-smoothed target distribution
-
-
-def _reference_smoothed(targets, vocab_size, pad_id, smoothing):
-    return LabelSmoothingLoss(vocab_size, pad_id, smoothing).smoothed_targets(targets)
 
 
 def _smoothed_variant(spread_over=lambda vocab: vocab - 2, pad_column=True, pad_rows=True,
@@ -95,11 +87,8 @@ def _smoothed_cases():
             Case((torch.tensor([4]), 5, 0, 0.0), "smoothing 0 (one-hot)")]
 
 
-SMOOTHED_TARGETS = Exercise(
-    name="smoothed_targets",
-    task="(N,) token ids -> (N, vocab) target distributions, as the book's LabelSmoothingLoss.",
+@exercise(
     cases=_smoothed_cases,
-    reference=_reference_smoothed,
     mistakes=[
         Mistake("spread the smoothing over vocab - 2 tokens, every token except the right one and "
                 "padding (you divided by vocab - 1), so that each row sums to 1.",
@@ -116,17 +105,13 @@ SMOOTHED_TARGETS = Exercise(
                 _smoothed_variant(right_gets=lambda s, vocab: 1.0)),
     ],
 )
+def smoothed_targets(targets, vocab_size, pad_id, smoothing):
+    """(N,) token ids -> (N, vocab) target distributions, as the book's LabelSmoothingLoss."""
+    return LabelSmoothingLoss(vocab_size, pad_id, smoothing).smoothed_targets(targets)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: temperature and top-k
-
-
-def _reference_top_k(logits, k, temperature):
-    """The distribution sample_next_token draws from (ties with the k-th logit are kept)."""
-    scaled = logits / temperature  # (..., vocab)
-    kth_best = scaled.topk(k, dim=-1).values[..., -1:]  # (..., 1)
-    return torch.softmax(scaled.masked_fill(scaled < kth_best, float("-inf")), dim=-1)
 
 
 def _top_k_cases():
@@ -142,15 +127,12 @@ def _not_renormalized(logits, k, temperature):
     return probabilities.masked_fill(probabilities < kth_best, 0.0)
 
 
-TOP_K = Exercise(
-    name="top_k_probabilities",
-    task="softmax(logits / temperature) restricted to the k highest logits.",
+@exercise(
     cases=_top_k_cases,
-    reference=_reference_top_k,
     mistakes=[
         Mistake("you multiplied the logits by the temperature; divide by it (a low temperature "
                 "sharpens the distribution).",
-                lambda logits, k, t: _reference_top_k(logits * t * t, k, t)),
+                lambda logits, k, t: top_k_probabilities(logits * t * t, k, t)),
         Mistake("the kept probabilities are not renormalized: take the softmax after setting the "
                 "other logits to -inf, so the k kept tokens share all the probability.",
                 _not_renormalized),
@@ -161,9 +143,16 @@ TOP_K = Exercise(
                     dim=-1)),
         Mistake("you kept one token too few: keep every logit >= the k-th largest "
                 "(topk(k).values[..., -1:]).",
-                lambda logits, k, t: _reference_top_k(logits, k - 1, t) if k > 1 else None),
+                lambda logits, k, t: top_k_probabilities(logits, k - 1, t) if k > 1 else None),
         Mistake("the temperature is ignored: divide the logits by it before the softmax.",
-                lambda logits, k, t: _reference_top_k(logits, k, 1.0)),
+                lambda logits, k, t: top_k_probabilities(logits, k, 1.0)),
     ],
 )
+def top_k_probabilities(logits, k, temperature):
+    """Softmax(logits / temperature) restricted to the k highest logits.
+
+    The distribution sample_next_token draws from (ties with the k-th logit are kept)."""
+    scaled = logits / temperature  # (..., vocab)
+    kth_best = scaled.topk(k, dim=-1).values[..., -1:]  # (..., 1)
+    return torch.softmax(scaled.masked_fill(scaled < kth_best, float("-inf")), dim=-1)
 

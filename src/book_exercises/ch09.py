@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, seeded
+from book_exercises.core import Case, Mistake, exercise, seeded
 from transformer_book import make_model
 from transformer_book import warmup_rate as package_warmup_rate
 
@@ -40,11 +40,9 @@ def _rates_of(function):
     return rates
 
 
-WARMUP = Exercise(
-    name="warmup_rate",
+exercise(
     task="d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).",
     cases=_warmup_cases,
-    reference=package_warmup_rate,
     adapt=_rates_of,
     rtol=1e-6,
     atol=0.0,
@@ -65,25 +63,11 @@ WARMUP = Exercise(
         ),
     ],
     normalize=lambda got: got.double() if isinstance(got, torch.Tensor) else got,
-)
+)(package_warmup_rate)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the parameter count of the Transformer (tied embeddings)
-
-
-def _count(d_model, d_ff, layers, vocab):
-    with torch.device("meta"):
-        model = make_model(
-            vocab,
-            vocab,
-            num_layers=layers,
-            d_model=d_model,
-            d_ff=d_ff,
-            heads=2,
-            tie_weights=True,
-        )
-    return torch.tensor(sum(parameter.numel() for parameter in model.parameters()))
 
 
 def _formula(d_model, d_ff, layers, vocab, biases=True, norms=True, tied=True):
@@ -109,11 +93,8 @@ def _count_cases():
     ]
 
 
-PARAMETER_COUNT = Exercise(
-    name="parameter_count",
-    task="the number of parameters of make_model(..., tie_weights=True).",
+@exercise(
     cases=_count_cases,
-    reference=_count,
     normalize=lambda got: (
         torch.tensor(int(got)) if not isinstance(got, torch.Tensor) else got
     ),
@@ -134,15 +115,23 @@ PARAMETER_COUNT = Exercise(
         ),
     ],
 )
+def parameter_count(d_model, d_ff, layers, vocab):
+    """The number of parameters of make_model(..., tie_weights=True)."""
+    with torch.device("meta"):
+        model = make_model(
+            vocab,
+            vocab,
+            num_layers=layers,
+            d_model=d_model,
+            d_ff=d_ff,
+            heads=2,
+            tie_weights=True,
+        )
+    return torch.tensor(sum(parameter.numel() for parameter in model.parameters()))
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: exact match under teacher forcing
-
-
-def _exact_match(log_probs, labels, pad_id):
-    right = (log_probs.argmax(dim=-1) == labels) | (labels == pad_id)  # (batch, t)
-    return right.all(dim=1)  # (batch,)
 
 
 def _teacher_cases():
@@ -159,11 +148,8 @@ def _teacher_cases():
     ]
 
 
-TEACHER_FORCED = Exercise(
-    name="teacher_forced_exact_match",
-    task="(batch,) True where every non-padding label is the argmax.",
+@exercise(
     cases=_teacher_cases,
-    reference=_exact_match,
     mistakes=[
         Mistake(
             "padding positions must not count: a sequence is right when every label that is "
@@ -172,7 +158,7 @@ TEACHER_FORCED = Exercise(
         ),
         Mistake(
             "the last position (the end token) counts too: a model that never stops is wrong.",
-            lambda lp, labels, pad: _exact_match(lp[:, :-1], labels[:, :-1], pad),
+            lambda lp, labels, pad: teacher_forced_exact_match(lp[:, :-1], labels[:, :-1], pad),
         ),
         Mistake(
             "return one boolean per sequence (all positions right), not per-token "
@@ -181,4 +167,8 @@ TEACHER_FORCED = Exercise(
         ),
     ],
 )
+def teacher_forced_exact_match(log_probs, labels, pad_id):
+    """(batch,) True where every non-padding label is the argmax."""
+    right = (log_probs.argmax(dim=-1) == labels) | (labels == pad_id)  # (batch, t)
+    return right.all(dim=1)  # (batch,)
 

@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, seeded
+from book_exercises.core import Case, Mistake, exercise, seeded
 from transformer_book.decoding import length_penalized, top_p_filter
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: one step of greedy decoding
-
-
-def _greedy_step(log_probs, tokens, end_id):
-    next_token = log_probs.argmax(dim=-1)  # (batch,)
-    next_token = next_token.masked_fill(tokens[:, -1] == end_id, end_id)
-    return torch.cat([tokens, next_token.unsqueeze(1)], dim=1)  # (batch, t + 1)
 
 
 def _greedy_cases():
@@ -39,11 +33,8 @@ def _greedy_cases():
     ]
 
 
-GREEDY_STEP = Exercise(
-    name="greedy_step",
-    task="append each row's most probable token; an ended row repeats end_id.",
+@exercise(
     cases=_greedy_cases,
-    reference=_greedy_step,
     mistakes=[
         Mistake(
             "a sequence whose last token is end_id has ended: it must only repeat end_id, "
@@ -54,15 +45,20 @@ GREEDY_STEP = Exercise(
             "append the new token at the end of each sequence (after tokens, along dim 1), "
             "not in front.",
             lambda lp, tokens, end: torch.cat(
-                [_greedy_step(lp, tokens, end)[:, -1:], tokens], dim=1
+                [greedy_step(lp, tokens, end)[:, -1:], tokens], dim=1
             ),
         ),
         Mistake(
             "return the whole sequences (batch, t + 1), not only the new tokens.",
-            lambda lp, tokens, end: _greedy_step(lp, tokens, end)[:, -1],
+            lambda lp, tokens, end: greedy_step(lp, tokens, end)[:, -1],
         ),
     ],
 )
+def greedy_step(log_probs, tokens, end_id):
+    """Append each row's most probable token; an ended row repeats end_id."""
+    next_token = log_probs.argmax(dim=-1)  # (batch,)
+    next_token = next_token.masked_fill(tokens[:, -1] == end_id, end_id)
+    return torch.cat([tokens, next_token.unsqueeze(1)], dim=1)  # (batch, t + 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,11 +75,9 @@ def _penalty_cases():
     ]
 
 
-LENGTH_PENALTY = Exercise(
-    name="length_penalized",
+exercise(
     task="score / ((5 + length) / 6) ** alpha.",
     cases=_penalty_cases,
-    reference=length_penalized,
     mistakes=[
         Mistake(
             "that is plain length normalisation, score / length ** alpha; Wu et al.'s "
@@ -101,7 +95,7 @@ LENGTH_PENALTY = Exercise(
             lambda scores, lengths, alpha: scores / ((5 + lengths) / 6),
         ),
     ],
-)
+)(length_penalized)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,11 +129,9 @@ def _top_p_cases():
     ]
 
 
-TOP_P = Exercise(
-    name="top_p_filter",
+exercise(
     task="-inf outside the smallest set of likeliest tokens whose mass reaches top_p.",
     cases=_top_p_cases,
-    reference=top_p_filter,
     mistakes=[
         Mistake(
             "sort the probabilities from most to least probable before you sum them: the "
@@ -158,5 +150,5 @@ TOP_P = Exercise(
             _left_sorted,
         ),
     ],
-)
+)(top_p_filter)
 

@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, seeded
+from book_exercises.core import Case, Mistake, exercise, seeded
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the entropy of each attention row
-
-
-def _entropy(weights):
-    return torch.special.entr(weights).sum(dim=-1)  # -w log w, with 0 log 0 = 0
 
 
 def _entropy_cases():
@@ -34,11 +30,8 @@ def _entropy_cases():
     ]
 
 
-ENTROPY = Exercise(
-    name="attention_entropy",
-    task="-sum over the keys of w * log(w), with 0 * log 0 = 0.",
+@exercise(
     cases=_entropy_cases,
-    reference=_entropy,
     mistakes=[
         Mistake(
             "a weight of exactly 0 (a masked key) gives 0 * log 0 = nan in floating point; "
@@ -56,21 +49,17 @@ ENTROPY = Exercise(
         ),
         Mistake(
             "entropy is minus the sum of w log w, so it is never negative.",
-            lambda w: -_entropy(w),
+            lambda w: -attention_entropy(w),
         ),
     ],
 )
+def attention_entropy(weights):
+    """-sum over the keys of w * log(w), with 0 * log 0 = 0."""
+    return torch.special.entr(weights).sum(dim=-1)  # -w log w, with 0 log 0 = 0
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: how often the most attended key is an expected one
-
-
-def _hit_rate(weights, expected):
-    counted = expected.any(dim=-1)  # (batch, queries): rows with something to hit
-    most_attended = weights.argmax(dim=-1, keepdim=True)  # (batch, queries, 1)
-    hit = expected.gather(-1, most_attended).squeeze(-1)  # (batch, queries)
-    return hit[counted].float().mean()
 
 
 def _hit_cases():
@@ -92,11 +81,8 @@ def _hit_cases():
     ]
 
 
-HIT_RATE = Exercise(
-    name="alignment_hit_rate",
-    task="the fraction of rows with an expected key whose argmax key is expected.",
+@exercise(
     cases=_hit_cases,
-    reference=_hit_rate,
     mistakes=[
         Mistake(
             "rows with no expected key (a dash, the 0 in front of a one-digit day) have nothing "
@@ -106,28 +92,27 @@ HIT_RATE = Exercise(
         Mistake(
             "take the argmax over the keys (the last dimension): for each query, which position "
             "does it attend to most?",
-            lambda w, e: _hit_rate(w.transpose(-1, -2), e) if w.size(-1) == w.size(-2) else None,
+            lambda w, e: alignment_hit_rate(w.transpose(-1, -2), e) if w.size(-1) == w.size(-2) else None,
         ),
         Mistake(
             "return a fraction (hits / rows counted), not the number of hits.",
-            lambda w, e: _hit_rate(w, e) * e.any(-1).sum(),
+            lambda w, e: alignment_hit_rate(w, e) * e.any(-1).sum(),
         ),
     ],
     normalize=lambda got: (
         got.float() if isinstance(got, torch.Tensor) else torch.tensor(float(got))
     ),
 )
+def alignment_hit_rate(weights, expected):
+    """The fraction of rows with an expected key whose argmax key is expected."""
+    counted = expected.any(dim=-1)  # (batch, queries): rows with something to hit
+    most_attended = weights.argmax(dim=-1, keepdim=True)  # (batch, queries, 1)
+    hit = expected.gather(-1, most_attended).squeeze(-1)  # (batch, queries)
+    return hit[counted].float().mean()
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: ablating one head
-
-
-def _ablate(concatenated, head, heads):
-    batch, seq, width = concatenated.shape
-    per_head = concatenated.reshape(batch, seq, heads, width // heads).clone()
-    per_head[:, :, head] = 0.0  # (batch, seq, heads, d_k)
-    return per_head.reshape(batch, seq, width)
 
 
 def _strided(concatenated, head, heads):
@@ -138,7 +123,7 @@ def _strided(concatenated, head, heads):
 
 
 def _only_that_head(concatenated, head, heads):
-    return concatenated - _ablate(concatenated, head, heads)
+    return concatenated - ablate_head(concatenated, head, heads)
 
 
 def _ablate_cases():
@@ -151,11 +136,8 @@ def _ablate_cases():
     ]
 
 
-ABLATE = Exercise(
-    name="ablate_head",
-    task="zero head ``head``'s d_k columns of the concatenated heads.",
+@exercise(
     cases=_ablate_cases,
-    reference=_ablate,
     mistakes=[
         Mistake(
             "the heads are concatenated one after another: head h owns columns h * d_k to "
@@ -168,4 +150,10 @@ ABLATE = Exercise(
         ),
     ],
 )
+def ablate_head(concatenated, head, heads):
+    """Zero head ``head``'s d_k columns of the concatenated heads."""
+    batch, seq, width = concatenated.shape
+    per_head = concatenated.reshape(batch, seq, heads, width // heads).clone()
+    per_head[:, :, head] = 0.0  # (batch, seq, heads, d_k)
+    return per_head.reshape(batch, seq, width)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, seeded
+from book_exercises.core import Case, Mistake, exercise, seeded
 from transformer_book.numerals import chinese_numeral
 
 # ---------------------------------------------------------------------------------------------
@@ -51,11 +51,9 @@ def _numeral_cases():
     return [Case((number,), f"{number:,}") for number in numbers]
 
 
-CHINESE_NUMERAL = Exercise(
-    name="chinese_numeral",
+exercise(
     task="1 <= number < 100000 -> its Chinese numeral (12305 -> 一万二千三百零五).",
     cases=_numeral_cases,
-    reference=chinese_numeral,
     mistakes=[
         Mistake(
             "write 零 for the zeros inside the number, which English never says: 1,005 is "
@@ -87,15 +85,11 @@ CHINESE_NUMERAL = Exercise(
             lambda number: _numeral(number, lone_ten="always"),
         ),
     ],
-)
+)(chinese_numeral)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: is it a search error?
-
-
-def _search_error(reference_log_probs, greedy_log_probs):
-    return reference_log_probs.sum(dim=-1) > greedy_log_probs.sum(dim=-1)
 
 
 def _search_cases():
@@ -118,11 +112,8 @@ def _search_cases():
     ]
 
 
-SEARCH_ERROR = Exercise(
-    name="search_error",
-    task="True where the right answer's total log-probability is higher than greedy's.",
+@exercise(
     cases=_search_cases,
-    reference=_search_error,
     mistakes=[
         Mistake(
             "a tie is no search error: where greedy's output is the right answer, both totals "
@@ -147,17 +138,13 @@ SEARCH_ERROR = Exercise(
         ),
     ],
 )
+def search_error(reference_log_probs, greedy_log_probs):
+    """True where the right answer's total log-probability is higher than greedy's."""
+    return reference_log_probs.sum(dim=-1) > greedy_log_probs.sum(dim=-1)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: one step of beam search
-
-
-def _beam_step(scores, log_probs, beam_size):
-    vocab = log_probs.size(-1)
-    candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
-    best_scores, best = candidates.flatten(1).topk(beam_size, dim=-1)
-    return best_scores, best // vocab, best % vocab
 
 
 def _best_per_beam(scores, log_probs, beam_size):
@@ -167,7 +154,7 @@ def _best_per_beam(scores, log_probs, beam_size):
 
 
 def _swapped_index(scores, log_probs, beam_size):
-    best_scores, origin, token = _beam_step(scores, log_probs, beam_size)
+    best_scores, origin, token = beam_step(scores, log_probs, beam_size)
     return best_scores, token, origin
 
 
@@ -183,16 +170,13 @@ def _beam_cases():
     ]
 
 
-BEAM_STEP = Exercise(
-    name="beam_step",
-    task="the beam_size best (score, origin beam, token) of all beam x vocab candidates.",
+@exercise(
     cases=_beam_cases,
-    reference=_beam_step,
     mistakes=[
         Mistake(
             "add each prefix's score: a candidate's score is its prefix's total "
             "log-probability plus its new token's log-probability.",
-            lambda scores, lp, k: _beam_step(torch.zeros_like(scores), lp, k),
+            lambda scores, lp, k: beam_step(torch.zeros_like(scores), lp, k),
         ),
         Mistake(
             "the flat index of (beam, token) is beam * vocab + token: the beam is index // "
@@ -206,4 +190,10 @@ BEAM_STEP = Exercise(
         ),
     ],
 )
+def beam_step(scores, log_probs, beam_size):
+    """The beam_size best (score, origin beam, token) of all beam x vocab candidates."""
+    vocab = log_probs.size(-1)
+    candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
+    best_scores, best = candidates.flatten(1).topk(beam_size, dim=-1)
+    return best_scores, best // vocab, best % vocab
 

@@ -10,7 +10,7 @@ first-fit-decreasing packing written here.
 
 from __future__ import annotations
 
-from book_exercises.core import Case, Exercise, Mistake
+from book_exercises.core import Case, Mistake, exercise
 
 BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
 
@@ -31,14 +31,6 @@ def _tokens_differ(got, expected, case):
 # Exercise 1: byte fallback for characters the vocabulary lacks
 
 
-def _byte_fallback(text, known):
-    from tokenizers import Tokenizer, models
-
-    vocab = {token: index for index, token in enumerate([*sorted(known), *BYTE_TOKENS])}
-    model = models.BPE(vocab=vocab, merges=[], byte_fallback=True, unk_token="<unk>")
-    return Tokenizer(model).encode(text).tokens if text else []
-
-
 def _fallback(text, known, spell=lambda ch: [f"<0x{b:02X}>" for b in ch.encode("utf-8")]):
     return [token for ch in text for token in ([ch] if ch in known else spell(ch))]
 
@@ -53,11 +45,8 @@ def _fallback_cases():
     ]
 
 
-BYTE_FALLBACK = Exercise(
-    name="byte_fallback",
-    task="known characters as themselves, every other one as its UTF-8 bytes '<0xE2>'.",
+@exercise(
     cases=_fallback_cases,
-    reference=_byte_fallback,
     normalize=_as_list,
     describe=_tokens_differ,
     success="matches Hugging Face's tokenizers (BPE with byte_fallback=True)",
@@ -94,17 +83,17 @@ BYTE_FALLBACK = Exercise(
         ),
     ],
 )
+def byte_fallback(text, known):
+    """Known characters as themselves, every other one as its UTF-8 bytes '<0xE2>'."""
+    from tokenizers import Tokenizer, models
+
+    vocab = {token: index for index, token in enumerate([*sorted(known), *BYTE_TOKENS])}
+    model = models.BPE(vocab=vocab, merges=[], byte_fallback=True, unk_token="<unk>")
+    return Tokenizer(model).encode(text).tokens if text else []
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: WordPiece, greedy longest match first
-
-
-def _wordpiece(word, vocab):
-    from tokenizers import Tokenizer, models
-
-    ids = {token: index for index, token in enumerate(["[UNK]", *sorted(vocab)])}
-    return Tokenizer(models.WordPiece(vocab=ids, unk_token="[UNK]")).encode(word).tokens
 
 
 def _pieces(word, vocab, longest=True, prefix="##", first="", unknown="word"):
@@ -139,11 +128,8 @@ def _wordpiece_cases():
                          "xplay", "playx", "ay", "yuna")]
 
 
-WORDPIECE = Exercise(
-    name="wordpiece",
-    task="BERT's tokens: the longest piece in the vocabulary, then '##' pieces, else [UNK].",
+@exercise(
     cases=_wordpiece_cases,
-    reference=_wordpiece,
     normalize=_as_list,
     describe=_tokens_differ,
     success="matches Hugging Face's tokenizers (its WordPiece model)",
@@ -174,14 +160,59 @@ WORDPIECE = Exercise(
         ),
     ],
 )
+def wordpiece(word, vocab):
+    """BERT's tokens: the longest piece in the vocabulary, then '##' pieces, else [UNK]."""
+    from tokenizers import Tokenizer, models
+
+    ids = {token: index for index, token in enumerate(["[UNK]", *sorted(vocab)])}
+    return Tokenizer(models.WordPiece(vocab=ids, unk_token="[UNK]")).encode(word).tokens
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: packing sentences into rows without padding
 
 
-def _pack(lengths, row_tokens, order="longest", fit="first", strict=False):
-    """First-fit decreasing, with the typical mistakes as switches: ``order`` "longest" first,
+def _pack_cases():
+    return [
+        Case(([5, 3, 8, 3, 6, 2, 7, 4], 12), "lengths [5, 3, 8, 3, 6, 2, 7, 4], rows of 12"),
+        Case(([4, 4, 4, 4, 4, 4], 12), "six sentences of 4 tokens, rows of 12"),
+        Case(([2, 9, 3, 7, 5, 1, 8], 10), "lengths [2, 9, 3, 7, 5, 1, 8], rows of 10"),
+        Case(([6, 6, 5, 5, 4, 4, 3, 3], 11), "lengths [6, 6, 5, 5, 4, 4, 3, 3], rows of 11"),
+    ]
+
+
+@exercise(
+    cases=_pack_cases,
+    normalize=lambda got: [list(row) for row in got] if isinstance(got, (list, tuple)) else got,
+    describe=_tokens_differ,
+    success="packs as first-fit decreasing does",
+    mistakes=[
+        Mistake(
+            "place the LONGEST sentences first (sorted by length, longest first, ties in index "
+            "order): the short ones then fill the gaps they leave.",
+            lambda lengths, row_tokens: pack_rows(lengths, row_tokens, order="given"),
+        ),
+        Mistake(
+            "longest first, not shortest: the short sentences are what fills the gaps at the "
+            "end, so they come last.",
+            lambda lengths, row_tokens: pack_rows(lengths, row_tokens, order="shortest"),
+        ),
+        Mistake(
+            "look for room in EVERY row opened so far (the first one with room), not only the "
+            "newest: a short sentence can fill a gap left in an earlier row.",
+            lambda lengths, row_tokens: pack_rows(lengths, row_tokens, fit="last"),
+        ),
+        Mistake(
+            "a row may be filled exactly: a sentence fits while the row's tokens plus its "
+            "length are at most row_tokens (<=, not <).",
+            lambda lengths, row_tokens: pack_rows(lengths, row_tokens, strict=True),
+        ),
+    ],
+)
+def pack_rows(lengths, row_tokens, order="longest", fit="first", strict=False):
+    """First-fit decreasing: longest first, each into the first row with room.
+
+    First-fit decreasing, with the typical mistakes as switches: ``order`` "longest" first,
     "shortest" first or "given"; ``fit`` "first" (the first row with room) or "last" (only the
     newest row); ``strict`` (True: a row must stay below row_tokens)."""
     if any(length > row_tokens for length in lengths):
@@ -203,45 +234,3 @@ def _pack(lengths, row_tokens, order="longest", fit="first", strict=False):
         rows[row].append(index)
         used[row] += lengths[index]
     return rows
-
-
-def _pack_cases():
-    return [
-        Case(([5, 3, 8, 3, 6, 2, 7, 4], 12), "lengths [5, 3, 8, 3, 6, 2, 7, 4], rows of 12"),
-        Case(([4, 4, 4, 4, 4, 4], 12), "six sentences of 4 tokens, rows of 12"),
-        Case(([2, 9, 3, 7, 5, 1, 8], 10), "lengths [2, 9, 3, 7, 5, 1, 8], rows of 10"),
-        Case(([6, 6, 5, 5, 4, 4, 3, 3], 11), "lengths [6, 6, 5, 5, 4, 4, 3, 3], rows of 11"),
-    ]
-
-
-PACK_ROWS = Exercise(
-    name="pack_rows",
-    task="first-fit decreasing: longest first, each into the first row with room.",
-    cases=_pack_cases,
-    reference=_pack,
-    normalize=lambda got: [list(row) for row in got] if isinstance(got, (list, tuple)) else got,
-    describe=_tokens_differ,
-    success="packs as first-fit decreasing does",
-    mistakes=[
-        Mistake(
-            "place the LONGEST sentences first (sorted by length, longest first, ties in index "
-            "order): the short ones then fill the gaps they leave.",
-            lambda lengths, row_tokens: _pack(lengths, row_tokens, order="given"),
-        ),
-        Mistake(
-            "longest first, not shortest: the short sentences are what fills the gaps at the "
-            "end, so they come last.",
-            lambda lengths, row_tokens: _pack(lengths, row_tokens, order="shortest"),
-        ),
-        Mistake(
-            "look for room in EVERY row opened so far (the first one with room), not only the "
-            "newest: a short sentence can fill a gap left in an earlier row.",
-            lambda lengths, row_tokens: _pack(lengths, row_tokens, fit="last"),
-        ),
-        Mistake(
-            "a row may be filled exactly: a sentence fits while the row's tokens plus its "
-            "length are at most row_tokens (<=, not <).",
-            lambda lengths, row_tokens: _pack(lengths, row_tokens, strict=True),
-        ),
-    ],
-)

@@ -15,7 +15,7 @@ from collections import Counter
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake
+from book_exercises.core import Case, Mistake, exercise
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: BLEU's brevity penalty
@@ -58,18 +58,6 @@ def _penalty(outputs, references, pick="closest", rule="right", per_sentence=Fal
     return torch.tensor(value, dtype=torch.float64)
 
 
-def _brevity_penalty(hypothesis_lengths, reference_lengths):
-    """sacrebleu's brevity penalty for outputs and references of these lengths (in characters)."""
-    from sacrebleu.metrics import BLEU
-
-    most = max(len(lengths) for lengths in reference_lengths)
-    streams = [["的" * lengths[k] if k < len(lengths) else None for lengths in reference_lengths]
-               for k in range(most)]
-    hypotheses = ["的" * length for length in hypothesis_lengths]
-    score = BLEU(tokenize="zh").corpus_score(hypotheses, streams)
-    return torch.tensor(score.bp, dtype=torch.float64)
-
-
 def _as_number(got):
     """The reader's penalty (a float, or a one-element tensor) as a float64 tensor."""
     try:
@@ -95,11 +83,8 @@ def _penalty_cases():
     ]  # fmt: skip
 
 
-BREVITY_PENALTY = Exercise(
-    name="brevity_penalty",
-    task="corpus BLEU's brevity penalty from output and reference lengths.",
+@exercise(
     cases=_penalty_cases,
-    reference=_brevity_penalty,
     success="matches sacrebleu's brevity penalty",
     normalize=_as_number,
     describe=_describe_penalty,
@@ -150,6 +135,18 @@ BREVITY_PENALTY = Exercise(
         ),
     ],
 )
+def brevity_penalty(hypothesis_lengths, reference_lengths):
+    """Corpus BLEU's brevity penalty from output and reference lengths.
+
+    sacrebleu's brevity penalty for outputs and references of these lengths (in characters)."""
+    from sacrebleu.metrics import BLEU
+
+    most = max(len(lengths) for lengths in reference_lengths)
+    streams = [["的" * lengths[k] if k < len(lengths) else None for lengths in reference_lengths]
+               for k in range(most)]
+    hypotheses = ["的" * length for length in hypothesis_lengths]
+    score = BLEU(tokenize="zh").corpus_score(hypotheses, streams)
+    return torch.tensor(score.bp, dtype=torch.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,14 +177,6 @@ def _matches(hypothesis, references, n, clip="max", which="all", distinct=False)
     return matched, sum(counts.values())
 
 
-def _sacrebleu_matches(hypothesis, references, n):
-    """sacrebleu's (matched, total) n-grams of one sentence, over characters."""
-    from sacrebleu.metrics import BLEU
-
-    parts = BLEU(tokenize="zh", effective_order=True).sentence_score(hypothesis, references)
-    return parts.counts[n - 1], parts.totals[n - 1]
-
-
 def _as_pair(got):
     """The reader's (matched, total) as a tuple of two ints (tensors and floats accepted)."""
     try:
@@ -215,11 +204,8 @@ def _matches_cases():
     ]  # fmt: skip
 
 
-CLIPPED_MATCHES = Exercise(
-    name="clipped_matches",
-    task="(matched, total) n-grams of the hypothesis, each match clipped by the references.",
+@exercise(
     cases=_matches_cases,
-    reference=_sacrebleu_matches,
     success="matches sacrebleu's counts",
     normalize=_as_pair,
     describe=_describe_matches,
@@ -247,6 +233,14 @@ CLIPPED_MATCHES = Exercise(
         ),
     ],
 )
+def clipped_matches(hypothesis, references, n):
+    """(matched, total) n-grams of the hypothesis, each match clipped by the references.
+
+    sacrebleu's (matched, total) n-grams of one sentence, over characters."""
+    from sacrebleu.metrics import BLEU
+
+    parts = BLEU(tokenize="zh", effective_order=True).sentence_score(hypothesis, references)
+    return parts.counts[n - 1], parts.totals[n - 1]
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: chrF, the character n-gram F-score
@@ -300,13 +294,6 @@ def _describe_chrf(got, expected, case):
     return f"on {case.label}, chrF is {float(expected):.4f}; got {float(got):.4f}"
 
 
-def _sacrebleu_chrf(hypothesis, reference):
-    from sacrebleu.metrics import CHRF
-
-    score = CHRF().sentence_score(hypothesis, [reference]).score
-    return torch.tensor(score, dtype=torch.float64)
-
-
 def _chrf_cases():
     return [
         Case(("他供认了罪行。", "他供认了杀人的罪行。"), "他供认了罪行。 against 他供认了杀人的罪行。"),
@@ -319,11 +306,8 @@ def _chrf_cases():
     ]
 
 
-CHRF_SCORE = Exercise(
-    name="chrf",
-    task="sentence chrF: precision and recall of character 1- to 6-grams, F-score with beta 2.",
+@exercise(
     cases=_chrf_cases,
-    reference=_sacrebleu_chrf,
     normalize=_as_number,
     describe=_describe_chrf,
     atol=1e-9,
@@ -366,3 +350,9 @@ CHRF_SCORE = Exercise(
         ),
     ],
 )
+def chrf(hypothesis, reference):
+    """Sentence chrF: precision and recall of character 1- to 6-grams, F-score with beta 2."""
+    from sacrebleu.metrics import CHRF
+
+    score = CHRF().sentence_score(hypothesis, [reference]).score
+    return torch.tensor(score, dtype=torch.float64)

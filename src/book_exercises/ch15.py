@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, randn, seeded
+from book_exercises.core import Case, Mistake, exercise, randn, seeded
 
 INF = float("-inf")
 
@@ -24,13 +24,6 @@ def _processed(processor, previous, logits):
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: min-p
-
-
-def _min_p(logits, min_p):
-    from transformers.generation.logits_process import MinPLogitsWarper
-
-    previous = torch.zeros(len(logits), 1, dtype=torch.long)  # min-p does not read it
-    return _processed(MinPLogitsWarper(min_p), previous, logits)
 
 
 def _cut(logits, keep, fill=INF):
@@ -48,11 +41,8 @@ def _min_p_cases():
     ]
 
 
-MIN_P = Exercise(
-    name="min_p",
-    task="-inf where a token's probability is below min_p x its row's top probability.",
+@exercise(
     cases=_min_p_cases,
-    reference=_min_p,
     success="matches transformers' MinPLogitsWarper",
     mistakes=[
         Mistake(
@@ -85,16 +75,16 @@ MIN_P = Exercise(
         ),
     ],
 )
+def min_p(logits, min_p):
+    """-inf where a token's probability is below min_p x its row's top probability."""
+    from transformers.generation.logits_process import MinPLogitsWarper
+
+    previous = torch.zeros(len(logits), 1, dtype=torch.long)  # min-p does not read it
+    return _processed(MinPLogitsWarper(min_p), previous, logits)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the repetition penalty
-
-
-def _repetition(logits, previous, penalty):
-    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
-
-    return _processed(RepetitionPenaltyLogitsProcessor(penalty), previous, logits)
 
 
 def _seen(logits, previous):
@@ -118,11 +108,8 @@ def _repetition_cases():
     ]
 
 
-REPETITION_PENALTY = Exercise(
-    name="repetition_penalty",
-    task="seen tokens: positive logits / penalty, negative logits x penalty (CTRL's rule).",
+@exercise(
     cases=_repetition_cases,
-    reference=_repetition,
     success="matches transformers' RepetitionPenaltyLogitsProcessor",
     mistakes=[
         Mistake(
@@ -157,6 +144,11 @@ REPETITION_PENALTY = Exercise(
         ),
     ],
 )
+def repetition_penalty(logits, previous, penalty):
+    """Seen tokens: positive logits / penalty, negative logits x penalty (CTRL's rule)."""
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    return _processed(RepetitionPenaltyLogitsProcessor(penalty), previous, logits)
 
 
 def _counts(logits, previous):
@@ -167,12 +159,6 @@ def _counts(logits, previous):
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: no repeated n-gram
-
-
-def _no_repeat(logits, previous, n):
-    from transformers.generation.logits_process import NoRepeatNGramLogitsProcessor
-
-    return _processed(NoRepeatNGramLogitsProcessor(n), previous, logits)
 
 
 def _banned(logits, previous, n, prefix=None, first_only=False):
@@ -203,11 +189,8 @@ def _no_repeat_cases():
     ]
 
 
-NO_REPEAT_NGRAM = Exercise(
-    name="no_repeat_ngram",
-    task="-inf for each token that would complete an n-gram the row already holds.",
+@exercise(
     cases=_no_repeat_cases,
-    reference=_no_repeat,
     success="matches transformers' NoRepeatNGramLogitsProcessor",
     mistakes=[
         Mistake(
@@ -233,3 +216,8 @@ NO_REPEAT_NGRAM = Exercise(
         ),
     ],
 )
+def no_repeat_ngram(logits, previous, n):
+    """-inf for each token that would complete an n-gram the row already holds."""
+    from transformers.generation.logits_process import NoRepeatNGramLogitsProcessor
+
+    return _processed(NoRepeatNGramLogitsProcessor(n), previous, logits)

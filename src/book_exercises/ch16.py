@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake, seeded
+from book_exercises.core import Case, Mistake, exercise, seeded
 from transformer_book.modern import apply_rotary, rotary_table
 
 # Exercise 1: the inverse of a rotary embedding
@@ -34,11 +34,8 @@ def _interleaved_turn(x):
     return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
 
 
-UNROTATE = Exercise(
-    name="unrotate",
-    task="the vectors before the rotation (rotate every pair back by its angle).",
+@exercise(
     cases=_unrotate_cases,
-    reference=lambda rotated, cos, sin: apply_rotary(rotated, cos, -sin),
     mistakes=[
         Mistake("you rotated forwards again: the inverse of a rotation by m·θ is the rotation "
                 "by −m·θ, and cos(−a) = cos(a), sin(−a) = −sin(a), so flip the sign of the sin "
@@ -57,14 +54,12 @@ UNROTATE = Exercise(
                 lambda rotated, cos, sin: apply_rotary(rotated, sin, -cos)),
     ],
 )
-
+def unrotate(rotated, cos, sin):
+    """The vectors before the rotation (rotate every pair back by its angle)."""
+    return apply_rotary(rotated, cos, -sin)
 
 
 # Exercise 2: the key/value cache of grouped-query attention
-
-
-def _cache_reference(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
-    return 2 * layers * kv_heads * (d_model // heads) * tokens * bytes_per_value
 
 
 def _cache_cases():
@@ -78,11 +73,8 @@ def _cache_cases():
     ]
 
 
-CACHE_BYTES = Exercise(
-    name="kv_cache_bytes",
-    task="the bytes of the key/value cache of one sequence, every layer included.",
+@exercise(
     cases=_cache_cases,
-    reference=_cache_reference,
     success="matches the chapter's count of the cache",
     mistakes=[
         Mistake("the cache holds the key/value heads only: kv_heads of them, each shared by "
@@ -99,15 +91,12 @@ CACHE_BYTES = Exercise(
                 lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * (d // heads) * tokens),
     ],
 )
-
+def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
+    """The bytes of the key/value cache of one sequence, every layer included."""
+    return 2 * layers * kv_heads * (d_model // heads) * tokens * bytes_per_value
 
 
 # Exercise 3: a SwiGLU within a parameter budget
-
-
-def _swiglu_reference(d_model, budget, multiple_of):
-    largest = budget // (3 * d_model)
-    return largest - largest % multiple_of
 
 
 def _swiglu_cases():
@@ -119,11 +108,8 @@ def _swiglu_cases():
     ]
 
 
-SWIGLU_SIZE = Exercise(
-    name="swiglu_size",
-    task="the largest hidden size, a multiple of multiple_of, whose SwiGLU fits the budget.",
+@exercise(
     cases=_swiglu_cases,
-    reference=_swiglu_reference,
     success="matches the largest multiple within the budget",
     mistakes=[
         Mistake("a SwiGLU layer has THREE d_model × hidden matrices (gate, up, down), not two: "
@@ -142,4 +128,8 @@ SWIGLU_SIZE = Exercise(
                 lambda d, budget, m: int(8 * d / 3) - int(8 * d / 3) % m),
     ],
 )
+def swiglu_size(d_model, budget, multiple_of):
+    """The largest hidden size, a multiple of multiple_of, whose SwiGLU fits the budget."""
+    largest = budget // (3 * d_model)
+    return largest - largest % multiple_of
 

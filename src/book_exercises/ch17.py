@@ -15,21 +15,12 @@ import math
 
 import torch
 
-from book_exercises.core import Case, Exercise, Mistake
+from book_exercises.core import Case, Mistake, exercise
 from transformer_book.distributed import micro_batch_index
 from transformer_book.translation import TRANSLATION_CONFIG
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the parameter bytes one process holds under FSDP
-
-
-def _shard(shapes, world_size, rank, bytes_per_value):
-    """torch.chunk's piece ``rank`` of each tensor (none past the pieces it returns)."""
-    total = 0
-    for shape in shapes:
-        pieces = torch.empty(shape, device="meta").chunk(world_size)
-        total += pieces[rank].numel() if rank < len(pieces) else 0
-    return total * bytes_per_value
 
 
 def _cut(shapes, world_size, rank, bytes_per_value, rows=lambda shape: shape[0],
@@ -71,12 +62,8 @@ def _shard_cases():
     ]
 
 
-SHARD_BYTES = Exercise(
-    name="shard_bytes",
-    task="the bytes of parameters that process `rank` holds when FSDP cuts every tensor's "
-    "rows like torch.chunk.",
+@exercise(
     cases=_shard_cases,
-    reference=_shard,
     success="matches torch.chunk's pieces",
     mistakes=[
         Mistake("FSDP cuts each tensor, not the total: every tensor's rows go in pieces of "
@@ -88,7 +75,7 @@ SHARD_BYTES = Exercise(
                 "hold what is left.",
                 lambda shapes, w, r, b: sum(s[0] // w * math.prod(s[1:]) for s in shapes) * b),
         Mistake("count bytes, not values: multiply by bytes_per_value.",
-                lambda shapes, w, r, b: _shard(shapes, w, r, 1)),
+                lambda shapes, w, r, b: shard_bytes(shapes, w, r, 1)),
         Mistake("torch.chunk does not spread the remainder one row each over the first ranks "
                 "(that is torch.tensor_split): every piece but the last holds "
                 "ceil(rows / world_size) rows, and the last ones hold what is left, or nothing.",
@@ -103,19 +90,19 @@ SHARD_BYTES = Exercise(
                 lambda shapes, w, r, b: _cut(shapes, w, r, b, rows=lambda shape: shape[-1])),
     ],
 )
+def shard_bytes(shapes, world_size, rank, bytes_per_value):
+    """The bytes of parameters that process `rank` holds when FSDP cuts every tensor's rows like torch.chunk.
+
+    torch.chunk's piece ``rank`` of each tensor (none past the pieces it returns)."""
+    total = 0
+    for shape in shapes:
+        pieces = torch.empty(shape, device="meta").chunk(world_size)
+        total += pieces[rank].numel() if rank < len(pieces) else 0
+    return total * bytes_per_value
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: the loss scale of fp16 training
-
-
-def _amp_update(scale, found_inf, good_steps, growth_interval):
-    """What GradScaler.update does: torch's own in-place update of the scale and count."""
-    scale_ = torch.tensor([scale], dtype=torch.float32)
-    steps_ = torch.tensor([good_steps], dtype=torch.int32)
-    inf_ = torch.tensor([float(found_inf)])
-    torch._amp_update_scale_(scale_, steps_, inf_, 2.0, 0.5, growth_interval)
-    return float(scale_), int(steps_)
 
 
 def _rule(scale, found_inf, good_steps, growth_interval, reset_after_inf=True,
@@ -140,11 +127,8 @@ def _scale_cases():
     ]
 
 
-UPDATE_SCALE = Exercise(
-    name="update_scale",
-    task="(the next scale, the next count of good steps), as GradScaler.update does.",
+@exercise(
     cases=_scale_cases,
-    reference=_amp_update,
     success="matches torch's GradScaler update",
     mistakes=[
         Mistake("after an overflow the count of good steps starts again at 0: the scale "
@@ -160,16 +144,19 @@ UPDATE_SCALE = Exercise(
                 lambda s, inf, g, n: _rule(s, inf, g, n, count_first=False)),
     ],
 )
+def update_scale(scale, found_inf, good_steps, growth_interval):
+    """(the next scale, the next count of good steps), as GradScaler.update does.
+
+    What GradScaler.update does: torch's own in-place update of the scale and count."""
+    scale_ = torch.tensor([scale], dtype=torch.float32)
+    steps_ = torch.tensor([good_steps], dtype=torch.int32)
+    inf_ = torch.tensor([float(found_inf)])
+    torch._amp_update_scale_(scale_, steps_, inf_, 2.0, 0.5, growth_interval)
+    return float(scale_), int(steps_)
 
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: where a resumed run picks up the stream
-
-
-def _resume(step, world_size, accumulate, batches_per_epoch):
-    """The epoch (from 1) and index in it of the stream's batch micro_batch_index gives first."""
-    index = micro_batch_index(step, 0, 0, world_size, accumulate)
-    return index // batches_per_epoch + 1, index % batches_per_epoch
 
 
 def _resume_cases():
@@ -181,20 +168,16 @@ def _resume_cases():
     ]
 
 
-RESUME_POSITION = Exercise(
-    name="resume_position",
-    task="(the epoch, counted from 1, and the index within it) of the first batch step "
-    "`step` reads.",
+@exercise(
     cases=_resume_cases,
-    reference=_resume,
     success="matches micro_batch_index's stream",
     mistakes=[
         Mistake("a step reads world_size × accumulate batches: one per process per "
                 "micro-batch, so step s starts at batch s · world_size · accumulate.",
-                lambda s, w, k, n: _resume(s, 1, k, n)),
+                lambda s, w, k, n: resume_position(s, 1, k, n)),
         Mistake("accumulation reads batches too: step s starts at s · world_size · "
                 "accumulate, not s · world_size.",
-                lambda s, w, k, n: _resume(s, w, 1, n)),
+                lambda s, w, k, n: resume_position(s, w, 1, n)),
         Mistake("epochs count from 1 (the seed of epoch e is seed · 1000 + e): add 1 to "
                 "index // batches_per_epoch.",
                 lambda s, w, k, n: ((s * w * k) // n, (s * w * k) % n)),
@@ -203,3 +186,9 @@ RESUME_POSITION = Exercise(
                 lambda s, w, k, n: ((s * w * k) // n + 1, s * w * k)),
     ],
 )
+def resume_position(step, world_size, accumulate, batches_per_epoch):
+    """(the epoch, counted from 1, and the index within it) of the first batch step `step` reads.
+
+    The epoch (from 1) and index in it of the stream's batch micro_batch_index gives first."""
+    index = micro_batch_index(step, 0, 0, world_size, accumulate)
+    return index // batches_per_epoch + 1, index % batches_per_epoch

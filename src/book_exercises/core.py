@@ -3,7 +3,9 @@
 An :class:`Exercise` knows how to make a few small, seeded test cases (on the CPU), how the companion
 package answers them (the reference), and the typical mistakes: for each, a hint and the mistaken code
 itself (a function that returns what the mistake returns, or raises what it raises). The notebook is
-the one source of each exercise's stub and solution; a chapter module holds only its exercises.
+the one source of each exercise's stub and solution; a chapter module holds only its exercises, each
+declared once by :func:`exercise` on its reference: a function named like the reader's stub, whose
+docstring says what the exercise asks.
 ``check(function)`` finds the exercise named like the reader's function, runs the function on every case
 and prints exactly one line:
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,7 +97,7 @@ class Exercise:
     """Everything a checker needs about one exercise (see the module docstring)."""
 
     name: str
-    task: str  # what the reader is asked to do, for the "Not attempted yet" line
+    task: str  # what the reader is asked to do (the reference's docstring, or exercise(task=...))
     cases: Callable[[], Sequence[Case]]
     reference: Callable
     mistakes: Sequence[Mistake] = ()
@@ -107,8 +110,32 @@ class Exercise:
     # the reference and the mistakes alike), e.g. one rate per step into the rates of a list of steps
     adapt: Callable = lambda function: function
 
+    chapter: str = ""  # the module that declares it, e.g. "book_exercises.ch04"
+
     def __post_init__(self):
+        known = EXERCISES.get(self.name)
+        if known is not None and known.chapter != self.chapter:
+            raise ValueError(f"two exercises are called {self.name!r}: in {known.chapter} and in "
+                             f"{self.chapter or 'an unnamed module'}; give one another name")
         EXERCISES[self.name] = self
+
+
+def exercise(cases: Callable[[], Sequence[Case]], mistakes: Sequence[Mistake] = (), *,
+             task: str | None = None, **options) -> Callable[[Callable], Callable]:
+    """Declare the function it decorates as the reference answer of the exercise of its name.
+
+    The exercise is called like the function (the name of the reader's stub) and asks what the
+    function's docstring says (or ``task``, for a function of the package used as it is:
+    ``exercise(cases, task=...)(padding_mask)``). ``options`` are the other fields of
+    :class:`Exercise` (atol, normalize, describe, success...). Returns the function unchanged."""
+    chapter = inspect.currentframe().f_back.f_globals.get("__name__", "")
+
+    def declare(reference: Callable) -> Callable:
+        asks = task if task is not None else (inspect.getdoc(reference) or "").split("\n\n")[0]
+        Exercise(name=reference.__name__, task=" ".join(asks.split()), cases=cases,
+                 reference=reference, mistakes=mistakes, chapter=chapter, **options)
+        return reference
+    return declare
 
 
 def check(function: Callable, device=None, exercise: str | None = None) -> CheckResult:

@@ -26,7 +26,7 @@ from transformer_book.multihead import (
     load_torch_attention,
 )
 from transformer_book.normalization import LayerNorm, SublayerConnection
-from transformer_book.validation import check_tensor
+from transformer_book.validation import check_positive, check_tensor
 
 
 class DecoderLayer(nn.Module):
@@ -137,10 +137,7 @@ class Decoder(nn.Module):
 
     def __init__(self, layer: DecoderLayer, num_layers: int, final_norm: bool = True):
         super().__init__()
-        if num_layers <= 0:
-            raise ValueError(
-                f"num_layers must be positive; got num_layers={num_layers}"
-            )
+        check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
         self.norm = LayerNorm(layer.d_model) if final_norm else nn.Identity()
 

@@ -12,7 +12,7 @@ import torch
 from transformer_book.generator import sample_next_token
 from transformer_book.masking import subsequent_mask
 from transformer_book.model import Transformer
-from transformer_book.validation import check_tensor
+from transformer_book.validation import check_positive, check_tensor
 
 
 def _next_log_probs(
@@ -64,10 +64,7 @@ def _decode_loop(
     """Encode once, then append ``pick_next(log_probs)`` (batch,) at every step; a
     sequence that has emitted ``end_id`` only repeats it, and the loop stops once
     every sequence has ended. source (batch, source) -> (batch, 1 + new)."""
-    if max_new_tokens <= 0:
-        raise ValueError(
-            f"max_new_tokens must be positive; got max_new_tokens={max_new_tokens}"
-        )
+    check_positive(max_new_tokens=max_new_tokens)
     _check_source(source)
     batch, device = source.size(0), source.device
     memory = model.encode(source, source_mask)  # (batch, source, d_model), once
@@ -145,11 +142,7 @@ def beam_search(
     score and is padded with ``end_id``. The best one maximises
     ``length_penalized(score, length, length_penalty)`` (0: ranks by score).
     """
-    if beam_size <= 0 or max_new_tokens <= 0:
-        raise ValueError(
-            "beam_size and max_new_tokens must be positive; got "
-            f"beam_size={beam_size}, max_new_tokens={max_new_tokens}"
-        )
+    check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
     _check_source(source)
     batch, device = source.size(0), source.device
     memory = model.encode(source, source_mask)  # (batch, source, d_model)

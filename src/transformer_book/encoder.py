@@ -17,6 +17,7 @@ from torch import nn
 from transformer_book.feed_forward import PositionwiseFeedForward
 from transformer_book.multihead import MultiHeadAttention, load_torch_attention
 from transformer_book.normalization import LayerNorm, SublayerConnection
+from transformer_book.validation import check_positive
 
 
 class EncoderLayer(nn.Module):
@@ -73,10 +74,7 @@ class Encoder(nn.Module):
 
     def __init__(self, layer: EncoderLayer, num_layers: int, final_norm: bool = True):
         super().__init__()
-        if num_layers <= 0:
-            raise ValueError(
-                f"num_layers must be positive; got num_layers={num_layers}"
-            )
+        check_positive(num_layers=num_layers)
         self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
         self.norm = LayerNorm(layer.self_attn.d_model) if final_norm else nn.Identity()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_book.validation import check_dropout, check_tensor
+from transformer_book.validation import check_dropout, check_features, check_positive
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -26,10 +26,7 @@ class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
         check_dropout(dropout)
-        if d_model <= 0 or d_ff <= 0:
-            raise ValueError(
-                f"d_model and d_ff must be positive; got d_model={d_model}, d_ff={d_ff}"
-            )
+        check_positive(d_model=d_model, d_ff=d_ff)
         self.d_model = d_model
         self.d_ff = d_ff
         self.expand = nn.Linear(d_model, d_ff)  # W1, b1
@@ -37,11 +34,6 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, floating=True, dtype=self.expand.weight.dtype)
-        if x.dim() == 0 or x.size(-1) != self.d_model:
-            raise ValueError(
-                f"expected a last dimension of d_model={self.d_model}; "
-                f"got shape {tuple(x.shape)}"
-            )
+        check_features("x", x, self.d_model, self.expand.weight.dtype)
         hidden = torch.relu(self.expand(x))  # (..., d_ff)
         return self.contract(self.dropout(hidden))  # (..., d_model)

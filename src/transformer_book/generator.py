@@ -15,7 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.validation import check_tensor, check_token_ids
+from transformer_book.validation import (
+    check_features,
+    check_positive,
+    check_tensor,
+    check_token_ids,
+)
 
 
 class Generator(nn.Module):
@@ -29,22 +34,16 @@ class Generator(nn.Module):
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__()
-        if d_model <= 0 or vocab_size <= 0:
-            raise ValueError(
-                "d_model and vocab_size must be positive; "
-                f"got d_model={d_model}, vocab_size={vocab_size}"
-            )
+        check_positive(d_model=d_model, vocab_size=vocab_size)
         self.d_model = d_model
         self.vocab_size = vocab_size
         self.proj = nn.Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, floating=True, dtype=self.proj.weight.dtype)
-        if x.dim() == 0 or x.size(-1) != self.d_model:
-            raise ValueError(
-                f"expected decoder outputs (..., d_model={self.d_model}); "
-                f"got shape {tuple(x.shape)}"
-            )
+        check_features(
+            "x", x, self.d_model, self.proj.weight.dtype,
+            expected=f"decoder outputs (..., d_model={self.d_model})",
+        )
         return F.log_softmax(self.proj(x), dim=-1)  # (..., vocab_size)
 
 

@@ -25,6 +25,7 @@ from transformer_book.masking import padding_mask, target_mask
 from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm
 from transformer_book.positional import Embeddings, PositionalEncoding
+from transformer_book.validation import check_positive
 
 
 class EmbeddingWithPositions(nn.Module):
@@ -320,10 +321,6 @@ def warmup_rate(
     warmup_steps), then decays as 1 / sqrt(step). Step 0 (LambdaLR asks for it when
     created) counts as step 1.
     """
-    if warmup_steps <= 0 or d_model <= 0:
-        raise ValueError(
-            "d_model and warmup_steps must be positive; "
-            f"got d_model={d_model}, warmup_steps={warmup_steps}"
-        )
+    check_positive(d_model=d_model, warmup_steps=warmup_steps)
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)

@@ -14,7 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.validation import check_dropout, check_tensor
+from transformer_book.validation import (
+    check_dropout,
+    check_features,
+    check_positive,
+    check_tensor,
+)
 
 
 class LayerNorm(nn.Module):
@@ -27,8 +32,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        if d_model <= 0:
-            raise ValueError(f"d_model must be positive; got d_model={d_model}")
+        check_positive(d_model=d_model)
         if (
             isinstance(eps, bool)
             or not isinstance(eps, (int, float))
@@ -43,12 +47,7 @@ class LayerNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # An integer tensor would be normalized in float32, then truncated back to
         # integers: refused, with its dtype named.
-        check_tensor("x", x, floating=True, dtype=self.gamma.dtype)
-        if x.dim() == 0 or x.size(-1) != self.d_model:
-            raise ValueError(
-                f"expected a last dimension of d_model={self.d_model}; "
-                f"got shape {tuple(x.shape)}"
-            )
+        check_features("x", x, self.d_model, self.gamma.dtype)
         # paper_layer_norm's five lines in one fused kernel: the same biased variance
         # and eps inside the root, the statistics kept in float32 for float16 inputs
         # (where eps = 1e-5 is barely representable), one pass over the data instead

@@ -13,7 +13,12 @@ import math
 import torch
 from torch import nn
 
-from transformer_book.validation import check_dropout, check_tensor, check_token_ids
+from transformer_book.validation import (
+    check_dropout,
+    check_positive,
+    check_tensor,
+    check_token_ids,
+)
 
 
 def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -103,11 +108,7 @@ class Embeddings(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None):
         super().__init__()
-        if vocab_size <= 0 or d_model <= 0:
-            raise ValueError(
-                "vocab_size and d_model must be positive; got "
-                f"vocab_size={vocab_size}, d_model={d_model}"
-            )
+        check_positive(vocab_size=vocab_size, d_model=d_model)
         self.d_model = d_model
         self.vocab_size = vocab_size
         self.lookup = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)

@@ -71,3 +71,34 @@ def check_dropout(dropout: object, name: str = "dropout") -> None:
         raise ValueError(
             f"{name} must be a probability in [0, 1); got {name}={dropout!r}"
         )
+
+
+def check_positive(**sizes: int) -> None:
+    """Refuse sizes that are not all positive, naming each size and its value.
+
+    ``check_positive(d_model=512, d_ff=0)`` raises "d_model and d_ff must be positive;
+    got d_model=512, d_ff=0".
+    """
+    if any(size <= 0 for size in sizes.values()):
+        *others, last = sizes
+        names = f"{', '.join(others)} and {last}" if others else last
+        got = ", ".join(f"{name}={size}" for name, size in sizes.items())
+        raise ValueError(f"{names} must be positive; got {got}")
+
+
+def check_features(
+    name: str,
+    value: object,
+    d_model: int,
+    dtype: torch.dtype,
+    expected: str | None = None,
+) -> None:
+    """Refuse anything but a floating tensor of ``dtype`` whose last axis is d_model.
+
+    Every layer of the model reads (..., d_model). ``expected`` says what in the error
+    (by default "a last dimension of d_model=...").
+    """
+    check_tensor(name, value, floating=True, dtype=dtype)
+    if value.dim() == 0 or value.size(-1) != d_model:
+        expected = expected or f"a last dimension of d_model={d_model}"
+        raise ValueError(f"expected {expected}; got shape {tuple(value.shape)}")
