@@ -230,6 +230,8 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p}")
+    if top_p == 1.0:  # every token: a float32 running sum may reach 1 before the tail
+        return logits.clone()
     sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
     probabilities = sorted_logits.softmax(dim=-1)
     mass_before = probabilities.cumsum(dim=-1) - probabilities  # of the likelier ones
