@@ -6,15 +6,19 @@ import pytest
 import torch
 
 from transformer_book.subwords import (
+    BYTE_SYMBOLS,
     BytePairEncoding,
     Vocabulary,
+    byte_symbols,
     chinese_vocabulary,
     count_pairs,
     english_vocabulary,
     learn_bpe,
     merge_pair,
     pre_tokenize,
+    pre_tokenize_bytes,
     read_merges,
+    text_from_bytes,
     word_symbols,
 )
 from transformer_book.tatoeba import tatoeba_split
@@ -108,3 +112,25 @@ def test_unknown_characters_become_unk_tokens():
     assert ids.count(vocab.unk_id) == 3
     assert tokens[2:5] == ["😀</w>", "and</w>", "你"]
     assert tokens[0] == "I</w>"
+
+
+def test_byte_level_bpe_spells_any_text_and_gives_it_back():
+    assert len(set(BYTE_SYMBOLS)) == 256
+    assert (BYTE_SYMBOLS[ord(" ")], BYTE_SYMBOLS[ord("a")], BYTE_SYMBOLS[0xA9]) == ("Ġ", "a", "©")
+    # a word keeps the space before it; a second space is a word of its own
+    assert pre_tokenize_bytes("Tom's  here.") == ["Tom", "'", "s", " ", " here", "."]
+    assert byte_symbols(" ☕") == ("Ġ", "â", "ĺ", "ķ")  # the space, then U+2615's three bytes
+    as_bytes = {"split": pre_tokenize_bytes, "spell": byte_symbols}
+    merges = learn_bpe(TOY, 10, **as_bytes)
+    assert merges[:2] == [("e", "s"), ("es", "t")]  # the same counts as with characters
+    assert merges != learn_bpe(TOY, 10)  # no </w>: the space marks words instead
+    bpe = BytePairEncoding(merges, **as_bytes)
+    assert bpe.tokenize(" newest widest") == ["Ġnewest", "Ġ", "wi", "d", "est"]
+    for text in ["lowest newer", "Tom's café ☕.", "他说：「你好」", "  a\tb \n", ""]:
+        assert text_from_bytes(bpe.tokenize(text)) == text
+
+
+def test_text_from_bytes_refuses_other_symbols_and_marks_broken_utf8():
+    assert text_from_bytes(["â", "ĺ"]) == "\ufffd"  # two of ☕'s three bytes
+    with pytest.raises(ValueError, match=r"token 'Ġ☕' holds '☕', which is not one of the 256"):
+        text_from_bytes(["Ġthe", "Ġ☕"])  # a character, not its bytes

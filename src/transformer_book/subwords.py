@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.resources import files
 from itertools import pairwise
 from pathlib import Path
@@ -55,14 +55,21 @@ def merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ..
     return tuple(merged)
 
 
-def learn_bpe(sentences: Iterable[str], num_merges: int) -> list[tuple[str, str]]:
+def learn_bpe(
+    sentences: Iterable[str],
+    num_merges: int,
+    split: Callable[[str], list[str]] = pre_tokenize,
+    spell: Callable[[str], tuple[str, ...]] = word_symbols,
+) -> list[tuple[str, str]]:
     """Count adjacent pairs, merge the most frequent, repeat: the merges in order.
 
-    A tie goes to the pair counted first. Stops early if no pair is left.
+    A tie goes to the pair counted first. Stops early if no pair is left. ``split``
+    cuts a sentence into words and ``spell`` writes a word as its first symbols (the
+    optional section on bytes changes both).
     """
     if num_merges < 0:
         raise ValueError(f"num_merges must be >= 0; got {num_merges}")
-    words = Counter(word_symbols(w) for s in sentences for w in pre_tokenize(s))
+    words = Counter(spell(w) for s in sentences for w in split(s))
     merges = []
     for _ in range(num_merges):
         pairs = count_pairs(words)
@@ -82,14 +89,20 @@ class BytePairEncoding:
     ones), that gives the same tokens as applying every merge in the order learned.
     """
 
-    def __init__(self, merges: Sequence[tuple[str, str]]):
+    def __init__(
+        self,
+        merges: Sequence[tuple[str, str]],
+        split: Callable[[str], list[str]] = pre_tokenize,
+        spell: Callable[[str], tuple[str, ...]] = word_symbols,
+    ):
+        self.split, self.spell = split, spell  # as given to learn_bpe
         self.merges = [tuple(pair) for pair in merges]
         self.rank = {pair: rank for rank, pair in enumerate(self.merges)}
         self._cache: dict[str, tuple[str, ...]] = {}
 
     def encode_word(self, word: str) -> tuple[str, ...]:
         if word not in self._cache:
-            symbols = word_symbols(word)
+            symbols = self.spell(word)
             while len(symbols) > 1:
                 pairs = pairwise(symbols)
                 best = min(pairs, key=lambda pair: self.rank.get(pair, len(self.rank)))
@@ -104,7 +117,7 @@ class BytePairEncoding:
 
         "Tom's here." -> ["Tom</w>", "'</w>", "s</w>", "here</w>", ".</w>"]
         """
-        return [token for w in pre_tokenize(sentence) for token in self.encode_word(w)]
+        return [token for w in self.split(sentence) for token in self.encode_word(w)]
 
 
 MERGES_FILE = "tatoeba_en_merges.txt"  # in transformer_book/data/
@@ -182,6 +195,47 @@ def english_vocabulary(sentences: Iterable[str], merges: Sequence[tuple]) -> Voc
     alphabet = sorted({symbol for word in words for symbol in word_symbols(word)})
     merged = [left + right for left, right in merges]
     return Vocabulary(dict.fromkeys(alphabet + merged))  # two merges can give one token
+
+
+def _byte_table() -> tuple[str, ...]:
+    """GPT-2's printable stand-in for each of the 256 bytes (index = byte)."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [byte for byte in range(256) if byte not in printable]
+    stand_in = {byte: chr(0x100 + n) for n, byte in enumerate(others)}
+    return tuple(chr(b) if b in printable else stand_in[b] for b in range(256))
+
+
+BYTE_SYMBOLS = _byte_table()  # BYTE_SYMBOLS[32] == "Ġ", the space
+BYTE_OF = {symbol: byte for byte, symbol in enumerate(BYTE_SYMBOLS)}
+# a word keeps the one space before it; a run of spaces left over is a word too
+SPACED_WORD = re.compile(r" ?\w+| ?[^\w\s]+|\s+(?!\S)|\s+")
+
+
+def pre_tokenize_bytes(sentence: str) -> list[str]:
+    """Split a sentence into words that keep the space before them (GPT-2's way).
+
+    "Tom's here." -> ["Tom", "'", "s", " here", "."]; joined, they are the sentence.
+    """
+    return SPACED_WORD.findall(sentence)
+
+
+def byte_symbols(word: str) -> tuple[str, ...]:
+    """ " café" -> ("Ġ", "c", "a", "f", "Ã", "©"): one symbol per UTF-8 byte."""
+    return tuple(BYTE_SYMBOLS[byte] for byte in word.encode("utf-8"))
+
+
+def text_from_bytes(tokens: Iterable[str]) -> str:
+    """Byte-level tokens -> the text they spell (bytes that are not UTF-8 give "�")."""
+    raw = bytearray()
+    for token in tokens:
+        for symbol in token:
+            if symbol not in BYTE_OF:
+                raise ValueError(
+                    f"token {token!r} holds {symbol!r}, which is not one of the 256 "
+                    "byte symbols (BYTE_SYMBOLS)"
+                )
+            raw.append(BYTE_OF[symbol])
+    return raw.decode("utf-8", errors="replace")
 
 
 def chinese_vocabulary(sentences: Iterable[str]) -> Vocabulary:
