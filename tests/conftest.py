@@ -11,9 +11,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """Headless Chromium (Debian's binary, driven by Playwright), for the browser tests."""
+    """Headless Chromium (Debian's binary, driven by Playwright), for the browser tests:
+    one per test process (each test opens its own context), not one per file (starting
+    Chromium costs about 1.3 s of CPU)."""
     from playwright.sync_api import sync_playwright
 
     from browser_support import CHROMIUM_FLAGS, chromium_path

@@ -55,6 +55,26 @@ def server():
     return serve(str(SITE))
 
 
+@pytest.fixture(scope="module")
+def view_tab(browser):
+    """One tab per view, going from page to page as a reader's tab does (a new tab for each
+    page costs a renderer process's start, a seventh of a page's CPU time); each test clears
+    the tab's records of outside requests and errors before it opens its page."""
+    opened = {}
+
+    def tab_for(width: int, dark: bool):
+        if (width, dark) not in opened:
+            opened[width, dark] = local_only_tab(browser, width, dark=dark)
+        _, tab, outside_requests, errors = opened[width, dark]
+        outside_requests.clear()
+        errors.clear()
+        return tab, outside_requests, errors
+
+    yield tab_for
+    for context, *_ in opened.values():
+        context.close()
+
+
 def test_every_page_is_tested():
     assert "book/01_positional_encoding.html" in PAGES, f"the built book is missing or incomplete: {PAGES}"
 
@@ -100,9 +120,9 @@ LAYOUT_PROBLEMS = """(checkCode) => {
 
 @pytest.mark.parametrize(("device", "theme"), VIEWS, ids=[f"{d}-{t}" for d, t in VIEWS])
 @pytest.mark.parametrize("page", PAGES)
-def test_page_renders_offline(server, browser, page, device, theme):
+def test_page_renders_offline(server, view_tab, page, device, theme):
     width = WIDTHS[device]
-    context, tab, outside_requests, errors = local_only_tab(browser, width, dark=theme == "dark")
+    tab, outside_requests, errors = view_tab(width, theme == "dark")
     tab.goto(f"{server}/{page}", wait_until="load")
     redirect = re.search(
         r'http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', (SITE / page).read_text(encoding="utf-8"), re.IGNORECASE
@@ -137,7 +157,6 @@ def test_page_renders_offline(server, browser, page, device, theme):
     problems = tab.evaluate(LAYOUT_PROBLEMS, width >= 1280)
     diagrams = tab.locator("[aria-label^='Diagram:']").count()
     dark = tab.evaluate("() => document.documentElement.dataset.theme")
-    context.close()
     if theme == "dark":
         assert dark == "dark", f"{page}: the dark theme did not apply (data-theme={dark!r})"
     if is_chapter(page) and not diagrams:
