@@ -25,7 +25,7 @@ import time
 import torch
 from torch import nn
 
-from transformer_book import Generator, LabelSmoothingLoss, padding_mask, subsequent_mask
+from transformer_book import LabelSmoothingLoss, OutputLayer, padding_mask, subsequent_mask
 from transformer_book.model import EmbeddingWithPositions, make_model, sequence_loss
 
 PAD, START = 0, 1
@@ -44,7 +44,7 @@ class TorchTransformer(nn.Module):
         self.source_embed = EmbeddingWithPositions(source_vocab, d_model, dropout)
         self.target_embed = EmbeddingWithPositions(target_vocab, d_model, dropout)
         self.transformer = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
-        self.generator = Generator(d_model, target_vocab)
+        self.generator = OutputLayer(d_model, target_vocab)
 
     def forward(self, source, target, source_mask, target_mask):
         source_padding = ~source_mask[:, 0]  # (batch, source): True at padding

@@ -9,16 +9,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book import Embeddings, Generator, LabelSmoothingLoss, sample_next_token
+import transformer_book
+from transformer_book import Embeddings, LabelSmoothingLoss, OutputLayer, make_model, sample_next_token
 
 PAD = 0
 
-# --- Generator ------------------------------------------------------------------------------------
+# --- OutputLayer ----------------------------------------------------------------------------------
 
 
-def test_generator_is_log_softmax_of_a_linear_layer():
+def test_output_layer_is_log_softmax_of_a_linear_layer():
     torch.manual_seed(0)
-    generator = Generator(16, 11)
+    generator = OutputLayer(16, 11)
     x = torch.randn(2, 5, 16)
     out = generator(x)
     assert out.shape == (2, 5, 11)
@@ -26,8 +27,8 @@ def test_generator_is_log_softmax_of_a_linear_layer():
     assert torch.allclose(out.exp().sum(-1), torch.ones(2, 5), atol=1e-6)
 
 
-def test_generator_is_stable_for_large_logits():
-    generator = Generator(2, 3)
+def test_output_layer_is_stable_for_large_logits():
+    generator = OutputLayer(2, 3)
     with torch.no_grad():
         generator.proj.weight.copy_(torch.tensor([[1000.0, 0.0], [999.0, 0.0], [0.0, 0.0]]))
         generator.proj.bias.zero_()
@@ -36,26 +37,26 @@ def test_generator_is_stable_for_large_logits():
     assert out[0, 2].item() == pytest.approx(-1000.3133, abs=1e-3)
 
 
-def test_generator_nll_equals_cross_entropy_of_its_logits():
+def test_output_layer_nll_equals_cross_entropy_of_its_logits():
     torch.manual_seed(1)
-    generator = Generator(8, 7)
+    generator = OutputLayer(8, 7)
     x, targets = torch.randn(6, 8), torch.randint(7, (6,))
     assert torch.allclose(F.nll_loss(generator(x), targets), F.cross_entropy(generator.proj(x), targets))
 
 
-def test_generator_refuses_the_wrong_width_by_name():
+def test_output_layer_refuses_the_wrong_width_by_name():
     with pytest.raises(ValueError, match=re.escape("d_model=16); got shape (2, 5, 11)")):
-        Generator(16, 11)(torch.zeros(2, 5, 11))
+        OutputLayer(16, 11)(torch.zeros(2, 5, 11))
 
 
 @pytest.mark.parametrize(("d_model", "vocab_size"), [(0, 5), (4, 0)])
-def test_generator_refuses_nonpositive_sizes(d_model, vocab_size):
+def test_output_layer_refuses_nonpositive_sizes(d_model, vocab_size):
     with pytest.raises(ValueError, match=f"d_model={d_model}, vocab_size={vocab_size}"):
-        Generator(d_model, vocab_size)
+        OutputLayer(d_model, vocab_size)
 
 
-def test_generator_can_be_tied_to_embeddings():
-    embeddings, generator = Embeddings(9, 4), Generator(4, 9)
+def test_output_layer_can_be_tied_to_embeddings():
+    embeddings, generator = Embeddings(9, 4), OutputLayer(4, 9)
     generator.proj.weight = embeddings.lookup.weight
     both = nn.ModuleList([embeddings, generator])
     assert sum(p.numel() for p in both.parameters()) == 9 * 4 + 9
@@ -65,10 +66,20 @@ def test_generator_can_be_tied_to_embeddings():
     assert generator.proj.weight is embeddings.lookup.weight and generator.proj.weight.dtype == torch.float64
 
 
-def test_generator_follows_dtype_and_device():
-    assert Generator(4, 6).double()(torch.zeros(2, 4, dtype=torch.float64)).dtype == torch.float64
-    out = Generator(4, 6).to("meta")(torch.zeros(2, 3, 4, device="meta"))
+def test_output_layer_follows_dtype_and_device():
+    assert OutputLayer(4, 6).double()(torch.zeros(2, 4, dtype=torch.float64)).dtype == torch.float64
+    out = OutputLayer(4, 6).to("meta")(torch.zeros(2, 3, 4, device="meta"))
     assert out.device.type == "meta" and out.shape == (2, 3, 6)
+
+
+def test_the_annotated_transformers_name_is_an_alias_and_the_attribute_keeps_it():
+    # The class was renamed from Generator (confused with torch.Generator); the old name is kept,
+    # and the model's attribute stays `generator`, so saved state dicts keep their keys.
+    assert transformer_book.Generator is OutputLayer
+    with torch.device("meta"):
+        model = make_model(7, 9, num_layers=1, d_model=8, d_ff=16, heads=2)
+    assert type(model.generator) is OutputLayer
+    assert {"generator.proj.weight", "generator.proj.bias"} <= set(model.state_dict())
 
 
 # --- sample_next_token ----------------------------------------------------------------------------
@@ -285,7 +296,7 @@ def test_out_of_range_targets_are_refused_naming_the_values():
 
 
 def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
-    generator = Generator(16, 11)
+    generator = OutputLayer(16, 11)
     with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
         generator([[0.0] * 16])
     with pytest.raises(ValueError, match=r"x has dtype torch\.float64, not torch\.float32 like the module's parameters"):
@@ -303,7 +314,7 @@ def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
 def test_empty_batches_do_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert Generator(16, 11)(torch.randn(0, 5, 16)).shape == (0, 5, 11)
+        assert OutputLayer(16, 11)(torch.randn(0, 5, 16)).shape == (0, 5, 11)
         assert sample_next_token(torch.randn(0, 11), temperature=0.7).shape == (0,)
         loss = LabelSmoothingLoss(9, PAD)(torch.randn(0, 9).log_softmax(-1), torch.zeros(0, dtype=torch.long))
     assert loss.item() == 0.0

@@ -136,7 +136,7 @@ def test_the_bleu_record_is_of_these_weights(record, test_set):
     shipped_beam = chapter["runs"]["smoothing 0.1"]["test"]["shipped beam"]
     assert record["translations"]["full beam"] == shipped_beam
     full, eight = record["scores"]["full beam"]["bleu"], record["scores"]["8-bit beam"]["bleu"]
-    assert round(full, 2) == 37.32
+    assert round(full, 2) == 33.94
     assert abs(full - eight) <= playground_translator.BLEU_LIMIT == 0.5
     # What the page says: beam search scores better than greedy decoding on these sentences.
     assert eight > record["scores"]["8-bit greedy"]["bleu"]

@@ -42,13 +42,14 @@ def test_split_sizes_and_no_english_sentence_on_two_sides():
 def test_split_is_fixed_and_keeps_extra_translations_as_references():
     test = tatoeba_split("test")
     assert test == tatoeba_split("test")  # the same every call (and every run: seeded)
-    # recorded once: a change to the seed, the sort or the file changes the split
-    assert test[:2] == [
+    assert test == tatoeba_split("test", by="meaning")  # the default
+    # recorded once: a change to the seed, the sort or the file changes the split by sentence
+    assert tatoeba_split("test", by="sentence")[:2] == [
         ("He confessed to the murder.", ["他供认了杀人的罪行。"]),
         ("I am unable to finish my homework.", ["我无法完成我的作业。"]),
     ]
-    assert tatoeba_split("dev")[0][0] == "The space race was an exciting time in history."
-    assert tatoeba_split("train")[0][0] == "Do you have your driver's license?"
+    assert tatoeba_split("dev", by="sentence")[0][0] == "The space race was an exciting time in history."
+    assert tatoeba_split("train", by="sentence")[0][0] == "Do you have your driver's license?"
     several = [references for _, references in test if len(references) > 1]
     assert several, "the extra translations of a sentence become extra references"
     test[0][1].append("changed")
@@ -107,10 +108,11 @@ def test_no_normalised_twin_crosses_sides_of_the_split_by_meaning():
 
 
 def test_the_twin_check_fails_on_the_split_by_sentence():
-    """The split by English sentence (the default, which the shipped translator was trained on)
-    puts twins on both sides: the check above must see them (204 test sentences with a twin in dev or
+    """The split by English sentence (the shipped translator's until it was retrained on the split
+    by meaning) puts twins on both sides: the check above must see them (204 test sentences with a twin in dev or
     train; chapter 13 counts the 203 with one in train)."""
-    sides = {name: [english for english, _ in tatoeba_split(name)] for name in ("test", "dev", "train")}
+    sides = {name: [english for english, _ in tatoeba_split(name, by="sentence")]
+             for name in ("test", "dev", "train")}
     crossing = crossing_twins(sides)
     test_side = set(sides["test"])
     assert len([english for english in crossing if english in test_side]) == 204

@@ -73,3 +73,27 @@ def test_another_seed_trains_another_model_and_needs_its_own_folder(toy, tmp_pat
         with pytest.raises(SystemExit):
             tool.main(argv)
         assert "--seed 1 trains another model than the shipped one" in capsys.readouterr().err
+
+
+def test_the_spread_record_scores_each_seed_as_chapter_14_does(toy, tmp_path):
+    record = run_toy(tmp_path)
+    summary = tool.spread_record({0: record, 1: record})
+    assert summary["settings"]["training"] == tool.translation.TRANSLATION_TRAINING
+    assert list(summary["seeds"]) == ["0", "1"]
+    run = record["runs"][tool.SHIPPED_RUN]
+    found = summary["seeds"]["1"][tool.SHIPPED_RUN]
+    assert set(found["test"]) == {"last greedy", "last beam", "averaged greedy", "averaged beam"}
+    references = [translations for _, translations in toy["test"]]
+    scores = tool.corpus_scores(run["test"]["averaged beam"], references)
+    assert found["test"]["averaged beam"] == {name: round(value, 2) for name, value in scores.items()}
+    assert found["dev_loss"] == [round(entry["dev_loss"], 4) for entry in run["history"]]
+    tool.write_spread(summary, tmp_path)
+    assert json.loads((tmp_path / tool.SEEDS_FILE).read_text(encoding="utf-8")) == summary
+
+
+def test_the_spread_refuses_the_shipped_seed_and_a_folder(capsys):
+    with pytest.raises(SystemExit, match="seed 0 is the shipped run's"):
+        tool.main(["--spread", "0", "1"])
+    with pytest.raises(SystemExit):
+        tool.main(["--spread", "1", "--out", "/tmp/elsewhere"])
+    assert "--spread writes its own record" in capsys.readouterr().err

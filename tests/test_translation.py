@@ -218,13 +218,15 @@ def test_corpus_scores_use_every_reference():
 # What chapter 14's prose reads off its printed alignments and its table of examples. (The chapter
 # prints them; these pins keep the text true when the shipped model is retrained.)
 READ_OFF = {  # the alignment lines the text quotes, as the cell prints them
-    "I am unable to finish my homework.": "作←homework</w> 业←homework</w> 。←.</w> </s>←.</w>",
-    "I've lost my watch.": "手←watch</w> 表←watch</w>",
-    "Is that black bag yours?": "袋←bag</w> 子←bag</w>",
-    "What's the answer to my question?": "什←What</w>",
-    "May I use your toilet?": "玩←to 具←to",
+    "She studies English every day.": "每←every</w> 天←day</w>",
+    "I like oranges better than apples.": "喜←like</w> 苹←apples</w>",
+    "It's hard to say.": "难←hard</w> 说←say</w> 。←.</w> </s>←.</w>",
+    "Do you think animals have a soul?": "汤←sou",
+    "The green team lost.": "绿←gre",
 }
-TABLE_WORDS = {95: "别担心。", 114: "检查", 62: "两次", 74: "拿", 8: "玩具", 90: "职位"}
+TABLE_WORDS = {11: "橙子", 13: "渴望", 87: "洋装", 25: "不能", 26: "不会", 69: "花多少钱",
+               19: "这不是猫。", 54: "网球", 82: "不同意", 12: "绿灯", 59: "打断", 60: "戴着",
+               3: "汤姆", 126: "折扣", 6: "所有的钱"}
 
 
 def test_chapter_14_text_reads_what_its_cells_print(runs):
@@ -240,4 +242,5 @@ def test_chapter_14_text_reads_what_its_cells_print(runs):
     beam = runs["runs"][runs["settings"]["shipped"]]["test"]["shipped beam"]
     for number, words in TABLE_WORDS.items():
         assert words in beam[number], (number, beam[number])
-    assert "过去" not in beam[95]  # "the past is gone"
+    # what the text says is missing: the dog, the golf, the 了 of 花了
+    assert "狗" not in beam[19] and "高尔夫" not in beam[54] and "了" not in beam[69]

@@ -21,15 +21,15 @@ TRANSLATOR = "translator"
 # Test sentences (never trained on) for the page's buttons: three that the 8-bit model
 # translates exactly as Tatoeba does, and one it gets plainly wrong, with what is wrong.
 TRANSLATOR_EXAMPLES = (
-    "I accepted her invitation.",
-    "Tom sat beside Mary.",
-    "Do you have a pencil?",
-    "These shoes are hers.",
+    "I gave Mary a book.",
+    "She studies English every day.",
+    "I need more time.",
+    "The green team lost.",
 )
 TRANSLATOR_WRONG = {  # sentence: (the 8-bit model's beam output, what is wrong with it)
-    "These shoes are hers.": (
-        "这些鞋子很棒。",
-        "it says these shoes are great (很棒), not whose they are (她的: hers)",
+    "The green team lost.": (
+        "绿灯变成了。",
+        "it says the green light (绿灯) changed, not that the green team (绿队) lost",
     ),
 }
 TRANSLATOR_MAX_BYTES = 4_000_000  # weights and JSON: all the page downloads for the task

@@ -4,6 +4,7 @@
     python tools/train_translator.py --check   # train again; fail unless identical
     python tools/train_translator.py --device cuda --out /tmp/run   # a GPU run, elsewhere
     python tools/train_translator.py --seed 1 --out /tmp/seed1       # another seed, elsewhere
+    python tools/train_translator.py --spread 1 2   # two more seeds: the run-to-run spread
 
 It learns the byte-pair merges on the English side of the Tatoeba training split
 (``learn_bpe``, chapter 13), then trains two models with chapter 14's ``train_translator``
@@ -29,6 +30,13 @@ with beam search. It writes
 
 Everything is seeded and runs on the CPU with one thread per process, so a second run
 writes the same files; ``--check`` proves it.
+
+``--spread SEED ...`` trains both runs again with each other seed (about 15 minutes a seed) and
+writes ``src/transformer_book/weights/tatoeba_en_zh_seeds.json``: for every seed, the shipped one
+(read from the runs record) included, each run's test scores (BLEU and chrF of the last and the
+averaged model, greedy and with beam search), its test loss and its dev losses by epoch. A
+comparison of the two runs is then a comparison of seeds, not of one run each (chapter 14).
+``--spread ... --check`` trains them again and compares.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from transformer_book.translation import (
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 DATA_DIR = REPO_ROOT / "src" / "transformer_book" / "data"
 RUNS_FILE = "tatoeba_en_zh_runs.json"
+SEEDS_FILE = "tatoeba_en_zh_seeds.json"
 SMOOTHING_RUNS = {"smoothing 0.1": 0.1, "no smoothing": 0.0}
 SHIPPED_RUN = "smoothing 0.1"
 BEAM = dict(beam_size=4, alpha=0.6)  # the paper's
@@ -158,6 +167,59 @@ def write(merges: list, saved: dict, record: dict, weights_dir: Path, data_dir: 
     (weights_dir / RUNS_FILE).write_text(text + "\n", encoding="utf-8")
 
 
+def run_summary(run: dict, test: list) -> dict:
+    """One run of a record -> its test scores and losses (what the spread record keeps)."""
+    references = [translations for _, translations in test]
+    scores = {}
+    for label, hypotheses in run["test"].items():
+        if label != "shipped beam":
+            found = corpus_scores(hypotheses, references)
+            scores[label] = {name: round(value, 2) for name, value in found.items()}
+    return {
+        "test": scores,
+        "test_loss": {label: round(loss, 4) for label, loss in run["test_loss"].items()},
+        "dev_loss": [round(epoch["dev_loss"], 4) for epoch in run["history"]],
+    }
+
+
+def spread_record(records: dict[int, dict]) -> dict:
+    """Seed -> a runs record, summarised: {"seeds": {seed: {run: summary}}, "settings"}."""
+    test = tatoeba_split("test")
+    shipped_seed = translation.TRANSLATION_TRAINING["seed"]
+    settings = dict(records[shipped_seed]["settings"], training=translation.TRANSLATION_TRAINING)
+    return {
+        "settings": {key: value for key, value in settings.items() if key != "torch"},
+        "seeds": {
+            str(seed): {name: run_summary(run, test) for name, run in record["runs"].items()}
+            for seed, record in sorted(records.items())
+        },
+    }
+
+
+def write_spread(record: dict, weights_dir: Path):
+    text = json.dumps(record, ensure_ascii=False, indent=1, sort_keys=True)
+    (weights_dir / SEEDS_FILE).write_text(text + "\n", encoding="utf-8")
+
+
+def spread(seeds: list[int], device: str, check: bool) -> int:
+    shipped_seed = translation.TRANSLATION_TRAINING["seed"]
+    if shipped_seed in seeds:
+        raise SystemExit(f"--spread: seed {shipped_seed} is the shipped run's, read from "
+                         f"{RUNS_FILE}; give the other seeds")
+    records = {shipped_seed: json.loads((WEIGHTS_DIR / RUNS_FILE).read_text(encoding="utf-8"))}
+    for seed in seeds:
+        print(f"seed {seed}", flush=True)
+        records[seed] = train_all(device, seed)[2]
+    record = spread_record(records)
+    if not check:
+        write_spread(record, WEIGHTS_DIR)
+        print(f"wrote {SEEDS_FILE} to {WEIGHTS_DIR}")
+        return 0
+    found = regenerate_and_compare(lambda folder: write_spread(record, folder),
+                                   {SEEDS_FILE: WEIGHTS_DIR / SEEDS_FILE})
+    return check_outcome(found, "the shipped spread record", same="identical to the shipped record")
+
+
 def merges_differences(new: Path, old: Path) -> list[str]:
     return [MERGES_FILE] if read_merges(new) != read_merges(old) else []
 
@@ -207,7 +269,13 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, help="write all three files here instead of the package"
     )
     parser.add_argument("--seed", type=int, help="another seed than the shipped model's (needs --out)")
+    parser.add_argument("--spread", type=int, nargs="+", metavar="SEED",
+                        help=f"train these seeds too and write {SEEDS_FILE}")
     args = parser.parse_args(argv)
+    if args.spread:
+        if args.seed is not None or args.out:
+            parser.error("--spread writes its own record: no --seed or --out with it")
+        return spread(args.spread, args.device, args.check)
     if args.seed is not None and (args.check or not args.out):
         parser.error(f"--seed {args.seed} trains another model than the shipped one: give --out "
                      "(and no --check)")

@@ -122,9 +122,9 @@ def parameter_counts(config: ModelConfig = BASE) -> dict[str, int]:
     from transformer_book import (
         DecoderLayer,
         EncoderLayer,
-        Generator,
         LayerNorm,
         MultiHeadAttention,
+        OutputLayer,
         PositionwiseFeedForward,
         make_model,
     )
@@ -142,7 +142,7 @@ def parameter_counts(config: ModelConfig = BASE) -> dict[str, int]:
             "feed_forward": count(PositionwiseFeedForward(d_model, d_ff)),
             "encoder_layer": count(EncoderLayer(d_model, heads, d_ff)),
             "decoder_layer": count(DecoderLayer(d_model, heads, d_ff)),
-            "generator": count(Generator(d_model, config.target_vocab)),
+            "generator": count(OutputLayer(d_model, config.target_vocab)),
             "model": count(
                 make_model(
                     config.source_vocab,

@@ -4,7 +4,7 @@
     check(generator, device=device)
 
 Each check calls the reader's function on CPU tensors (pass ``device=`` to move them) and compares
-its output, moved to the CPU, with transformer_book's Generator, LabelSmoothingLoss and the
+its output, moved to the CPU, with transformer_book's OutputLayer, LabelSmoothingLoss and the
 temperature/top-k rule of sample_next_token.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from book_exercises.core import Case, Mistake, exercise, randn
-from transformer_book import Generator, LabelSmoothingLoss
+from transformer_book import LabelSmoothingLoss, OutputLayer
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the generator, a linear layer and a log-softmax
@@ -57,7 +57,7 @@ def _logits(x, weight, bias):
 )
 def generator(x, weight, bias):
     """Log-probabilities over the vocabulary: log_softmax(x W^T + b)."""
-    layer = Generator(weight.size(1), weight.size(0))
+    layer = OutputLayer(weight.size(1), weight.size(0))
     with torch.no_grad():
         layer.proj.weight.copy_(weight)
         layer.proj.bias.copy_(bias)

@@ -66,7 +66,7 @@ from transformer_book.distributed import (
 )
 from transformer_book.encoder import Encoder, EncoderLayer, load_torch_encoder_layer
 from transformer_book.feed_forward import PositionwiseFeedForward
-from transformer_book.generator import Generator, LabelSmoothingLoss, sample_next_token
+from transformer_book.generator import LabelSmoothingLoss, OutputLayer, sample_next_token
 from transformer_book.gpt import (
     GPT,
     GPTConfig,
@@ -154,6 +154,8 @@ from transformer_book.translation import (
     train_translator,
 )
 
+Generator = OutputLayer  # The Annotated Transformer's name for chapter 8's OutputLayer, an alias
+
 __all__ = [
     "DATES_CONFIG",
     "DATES_TRAINING",
@@ -181,6 +183,7 @@ __all__ = [
     "ModernDecoder",
     "ModernLayer",
     "MultiHeadAttention",
+    "OutputLayer",
     "Poet",
     "PositionalEncoding",
     "PositionwiseFeedForward",

@@ -3,10 +3,10 @@
 
 """The final linear layer and softmax, sampling, and label smoothing (chapter 8).
 
-The generator maps decoder outputs to log-probabilities over the vocabulary;
-``sample_next_token`` chooses a token from them (greedy, temperature, top-k);
-``LabelSmoothingLoss`` is the paper's training loss, KL divergence to a smoothed target
-distribution.
+``OutputLayer`` (The Annotated Transformer's ``Generator``) maps decoder outputs to
+log-probabilities over the vocabulary; ``sample_next_token`` chooses a token from them
+(greedy, temperature, top-k); ``LabelSmoothingLoss`` is the paper's training loss, KL
+divergence to a smoothed target distribution.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from transformer_book.validation import (
 )
 
 
-class Generator(nn.Module):
+class OutputLayer(nn.Module):
     """Decoder output (..., d_model) -> log-probabilities (..., vocab_size).
 
     A linear layer gives one score (logit) per token; log_softmax turns the scores into

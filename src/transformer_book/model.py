@@ -20,7 +20,7 @@ from transformer_book.encoder import (
     check_torch_layer,
     load_torch_encoder_layer,
 )
-from transformer_book.generator import Generator
+from transformer_book.generator import OutputLayer
 from transformer_book.masking import padding_mask, target_mask
 from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm
@@ -74,7 +74,7 @@ class Transformer(nn.Module):
         decoder: Decoder,
         source_embed: EmbeddingWithPositions,
         target_embed: EmbeddingWithPositions,
-        generator: Generator,
+        generator: OutputLayer,
     ):
         super().__init__()
         self.encoder = encoder
@@ -193,7 +193,7 @@ def make_model(
         ),
         EmbeddingWithPositions(source_vocab, d_model, dropout, max_len, positional),
         EmbeddingWithPositions(target_vocab, d_model, dropout, max_len, positional),
-        Generator(d_model, target_vocab),
+        OutputLayer(d_model, target_vocab),
     )
     if tie_weights:
         # one (vocab, d_model) matrix: both lookups and the generator's projection
