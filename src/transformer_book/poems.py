@@ -75,11 +75,16 @@ def twin_poems() -> tuple[tuple[str, ...], ...]:
     poem, or a quatrain taken from a longer poem. A twin of a twin joins the group.
     """
     poems = sorted(set(read_poems()))
-    with_key: dict[str, set[int]] = {}  # a verse key -> the poems that have it
+    # a verse key -> the one poem that has it (most keys), or the list of poems that do
+    holders: dict[str, int | list[int]] = {}
     for index, poem in enumerate(poems):
         for verse in split_verses(poem):
             for key in verse_keys(verse):
-                with_key.setdefault(key, set()).add(index)
+                held = holders.setdefault(key, index)
+                if isinstance(held, int) and held != index:
+                    holders[key] = [held, index]
+                elif isinstance(held, list) and held[-1] != index:
+                    held.append(index)
     parent = list(range(len(poems)))  # union-find
 
     def root(index: int) -> int:
@@ -91,7 +96,10 @@ def twin_poems() -> tuple[tuple[str, ...], ...]:
         own = set(split_verses(poem))
         shared = Counter()  # another poem -> how many of our verses it has
         for verse in own:
-            found = set().union(*(with_key[key] for key in verse_keys(verse)))
+            found = set()  # the other poems with a verse that differs in at most one
+            for key in verse_keys(verse):
+                if isinstance(holders[key], list):  # a key of one poem is only ours
+                    found.update(holders[key])
             shared.update(found - {index})
         for other, count in shared.items():
             if 2 * count >= min(len(own), len(set(split_verses(poems[other])))):

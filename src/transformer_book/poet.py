@@ -18,18 +18,24 @@ import torch.nn.functional as F
 
 from transformer_book.decoding import top_p_filter
 from transformer_book.generator import sample_next_token
-from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
+from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, check_positive_int
 from transformer_book.poems import CharVocabulary, poem_split
 
 
-def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None):
+def train_lm(
+    model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None,
+    evaluate=None, eval_every=10,
+):
     """Train a GPT on the poems; return the training loss of every step.
 
     Train a GPT on the poems for ``steps`` seeded random batches with AdamW (the
     learning rate warmed up over the first tenth, then decayed linearly to zero);
-    returns the training loss of every step."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-        raise ValueError(f"steps must be a positive int; got steps={steps!r}")
+    returns the training loss of every step. ``evaluate``, if given, is called as
+    ``evaluate(step, model)`` before the first step and after every ``eval_every``
+    steps and the last (nanoGPT's ``estimate_loss``); training then goes on in train
+    mode, its batches and losses unchanged."""
+    check_positive_int("steps", steps)
+    check_positive_int("eval_every", eval_every)
     if not poems:
         raise ValueError("poems is empty: nothing to train on")
     draw = random.Random(seed)
@@ -39,9 +45,11 @@ def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=
         optimizer,
         lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1))),
     )
-    model.train()
     losses = []
-    for _ in range(steps):
+    for step in range(steps):
+        if evaluate is not None and step % eval_every == 0:
+            evaluate(step, model)  # the model after `step` updates
+        model.train()
         batch = vocab.batch(draw.sample(poems, min(batch_size, len(poems))), device)
         loss = causal_lm_loss(model(batch), batch, vocab.pad_id)
         optimizer.zero_grad()
@@ -49,7 +57,38 @@ def train_lm(model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
+    if evaluate is not None:
+        evaluate(steps, model)
     return losses
+
+
+@torch.no_grad()
+def poem_losses(model, vocab, poems, batch_size=25, device=None):
+    """Score every poem, teacher-forced: (sums, counts), two tensors of shape (poems,).
+
+    ``sums[i]``: the cross-entropy of every predicted token of poem i (each character
+    and the closing <s>) added up, in float64 on the CPU; ``counts[i]``: how many
+    tokens that is. The mean loss, or the perplexity, of any subset of the poems
+    follows from them without running the model again. Poems of one length are
+    batched together, so that little padding is computed."""
+    model.eval()
+    sums = torch.zeros(len(poems), dtype=torch.float64)
+    counts = torch.zeros(len(poems), dtype=torch.long)
+    order = sorted(range(len(poems)), key=lambda i: len(poems[i]))
+    for start in range(0, len(poems), batch_size):
+        chosen = order[start : start + batch_size]
+        batch = vocab.batch([poems[i] for i in chosen], device)  # (batch, seq)
+        logits = model(batch)[:, :-1]  # (batch, seq - 1, vocab): predicts the next
+        targets = batch[:, 1:]  # (batch, seq - 1)
+        losses = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)),
+            targets.reshape(-1),
+            ignore_index=vocab.pad_id,
+            reduction="none",
+        ).view(targets.shape)  # (batch, seq - 1), 0 at padding
+        sums[chosen] = losses.sum(dim=1).double().cpu()
+        counts[chosen] = (targets != vocab.pad_id).sum(dim=1).cpu()
+    return sums, counts
 
 
 @torch.no_grad()
@@ -92,6 +131,25 @@ def regular_form(poem: str) -> bool:
     )
 
 
+def acrostic_logits(logits, written, heads, vocab):
+    """Edit one step's logits (vocab,) so that the verses open with ``heads``, in order.
+
+    ``written``: the ids written so far, after the opening <s>. Where a verse begins
+    (nothing written yet, or a verse just closed by a mark), every logit but the next
+    head's is -inf (after the last head's verse, every logit but <s>'s: the poem ends);
+    until the last head's verse is closed, <s> is -inf: no early end. New logits."""
+    logits = logits.clone()  # (vocab,)
+    verse_ends = {vocab.ids.get(mark) for mark in "，。？"}
+    verses = sum(1 for i in written if i in verse_ends)  # the verses closed so far
+    if verses < len(heads):
+        logits[vocab.boundary_id] = float("-inf")  # not done yet
+    if not written or written[-1] in verse_ends:  # a verse begins here
+        keep = vocab.ids[heads[verses]] if verses < len(heads) else vocab.boundary_id
+        logits = torch.full_like(logits, float("-inf"))
+        logits[keep] = 0.0  # the only token left: sampling picks it
+    return logits
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -102,23 +160,7 @@ class Poet:
     def __init__(self, model, vocab: CharVocabulary):
         self.model, self.vocab = model, vocab
 
-    @torch.no_grad()
-    def write(
-        self,
-        prompt: str = "",
-        temperature: float = 0.8,
-        top_p: float = 0.9,
-        seed: int = 0,
-        acrostic: bool = False,
-        top_k: int | None = None,
-    ) -> str:
-        """Write a poem that starts with ``prompt``, sampled token by token.
-
-        A poem that starts with ``prompt`` (e.g. a first verse), sampled with the
-        key/value cache (the nucleus of ``top_p`` first, then its ``top_k`` best:
-        the reverse of Hugging Face's order); with ``acrostic``, a 藏头诗 whose
-        verses open with the prompt's characters, in order, one verse each (where a
-        verse starts, the other tokens' logits are set to -inf)."""
+    def _check(self, prompt, temperature, top_p, acrostic) -> None:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         if not _is_number(temperature) or not temperature >= 0:
@@ -138,51 +180,50 @@ class Poet:
                 "an acrostic prompt has 1 to 8 characters, one per verse; "
                 f"got {prompt!r}"
             )
-        heads = list(prompt) if acrostic else []
-        ids = [self.vocab.boundary_id] + (
-            [] if acrostic else self.vocab.encode(prompt, boundaries=False)
-        )
-        model = self.model.eval()
+
+    @torch.no_grad()
+    def write(
+        self,
+        prompt: str = "",
+        temperature: float = 0.8,
+        top_p: float = 0.9,
+        seed: int = 0,
+        acrostic: bool = False,
+        top_k: int | None = None,
+    ) -> str:
+        """Write a poem that starts with ``prompt``, sampled token by token.
+
+        A poem that starts with ``prompt`` (e.g. a first verse), sampled with the
+        key/value cache (the nucleus of ``top_p`` first, then its ``top_k`` best:
+        the reverse of Hugging Face's order); with ``acrostic``, a 藏头诗 whose
+        verses open with the prompt's characters, in order, one verse each
+        (``acrostic_logits``)."""
+        self._check(prompt, temperature, top_p, acrostic)
+        vocab, model = self.vocab, self.model.eval()
+        ids = [vocab.boundary_id]
+        if not acrostic:
+            ids += vocab.encode(prompt, boundaries=False)
         device = next(model.parameters()).device
         # drawn on the CPU: a seed draws the same random numbers on every device
         generator = torch.Generator().manual_seed(seed)
-        caches, offset = model.new_caches(), 0
-        feed = ids
-        verse_ends = {self.vocab.ids.get(mark) for mark in "，。？"}
+        caches, offset, feed = model.new_caches(), 0, ids
         while True:
-            tokens = torch.tensor([feed], device=device)
-            logits = model(tokens, caches, offset)[0, -1].cpu()  # (vocab,)
+            tokens = torch.tensor([feed], device=device)  # (1, new tokens)
+            logits = model(tokens, caches, offset)[0, -1].cpu().clone()  # (vocab,)
             offset += len(feed)
-            logits[self.vocab.pad_id] = float("-inf")
-            logits[self.vocab.unknown_id] = float("-inf")
-            written = ids[1:]
-            verse_start = not written or written[-1] in verse_ends
-            verses = sum(1 for i in written if i in verse_ends)
-            if not written:
-                logits[self.vocab.boundary_id] = float("-inf")  # not an empty poem
-            if heads and verses < len(heads):
-                logits[self.vocab.boundary_id] = float("-inf")  # not done yet
-            if heads and verse_start:
-                keep = (
-                    self.vocab.ids[heads[verses]]
-                    if verses < len(heads)
-                    else self.vocab.boundary_id
-                )
-                forced = torch.full_like(logits, float("-inf"))
-                forced[keep] = 0.0
-                logits = forced
+            logits[[vocab.pad_id, vocab.unknown_id]] = float("-inf")
+            if len(ids) == 1:
+                logits[vocab.boundary_id] = float("-inf")  # not an empty poem
+            if acrostic:
+                logits = acrostic_logits(logits, ids[1:], prompt, vocab)
             if temperature > 0:
                 logits = top_p_filter(logits / temperature, top_p)
-            chosen = int(
-                sample_next_token(
-                    logits, 1.0 if temperature > 0 else 0, top_k, generator
-                )
-            )
-            if chosen == self.vocab.boundary_id or offset >= model.config.max_len:
-                break
+            greedy_or_drawn = 1.0 if temperature > 0 else 0
+            chosen = int(sample_next_token(logits, greedy_or_drawn, top_k, generator))
+            if chosen == vocab.boundary_id or offset >= model.config.max_len:
+                return vocab.decode(ids)
             ids.append(chosen)
             feed = [chosen]
-        return self.vocab.decode(ids)
 
 
 POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocabulary
