@@ -83,6 +83,17 @@ def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
             else None
         ),
     )
+    # A failed request is recorded with its URL; the console's "Failed to load resource" line
+    # (no URL) is left out, so that the browser's own favicon request, which no page makes and
+    # whose 404 reaches the console only when it lands in time, cannot fail a test.
+    context.on(
+        "response",
+        lambda response: (
+            errors.append(f"HTTP {response.status}: {response.url}")
+            if response.status >= 400 and not response.url.endswith("/favicon.ico")
+            else None
+        ),
+    )
     tab = context.new_page()
     tab.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
     tab.on(
@@ -90,6 +101,7 @@ def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
         lambda message: (
             errors.append(f"console.{message.type}: {message.text}")
             if message.type in console_types
+            and not message.text.startswith("Failed to load resource")
             else None
         ),
     )

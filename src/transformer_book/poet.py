@@ -86,7 +86,7 @@ def poem_losses(model, vocab, poems, batch_size=25, device=None):
             ignore_index=vocab.pad_id,
             reduction="none",
         ).view(targets.shape)  # (batch, seq - 1), 0 at padding
-        sums[chosen] = losses.sum(dim=1).double().cpu()
+        sums[chosen] = losses.sum(dim=1).cpu().double()  # float64 on the CPU only
         counts[chosen] = (targets != vocab.pad_id).sum(dim=1).cpu()
     return sums, counts
 
