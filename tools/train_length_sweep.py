@@ -50,9 +50,6 @@ ARMS = {  # name: (label, positions)
 }
 TRAINING = dict(steps=200, batch_size=32, lr=3e-3)
 SEEDS = (0, 1, 2)
-# The split the record was trained on: by poem (exact repeats as one poem), poem_split's
-# default until it became by="meaning"; a rerun on the split by meaning changes this.
-SPLIT = "poem"
 MARKS = re.compile("[，。？]")
 
 
@@ -91,10 +88,10 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
     from transformer_book.poems import CharVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
-    everything = poem_split("train", by=SPLIT)
+    everything = poem_split("train", by=sweeps.SPLIT)
     vocab = CharVocabulary.from_poems(everything)
     train = [poem for poem in everything if verses(poem) == 4]
-    held_out = poem_split("held-out", by=SPLIT)
+    held_out = poem_split("held-out", by=sweeps.SPLIT)
     short = [poem for poem in held_out if verses(poem) == 4]
     long = [poem for poem in held_out if verses(poem) == 8]
     torch.manual_seed(seed)
@@ -110,14 +107,14 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
 def settings(training: dict, seeds) -> dict:
     from transformer_book.poems import HELD_OUT, SPLIT_SEED, poem_split
 
-    held_out = poem_split("held-out", by=SPLIT)
+    held_out = poem_split("held-out", by=sweeps.SPLIT)
     return {
         **training, "seeds": list(seeds), "train_len": TRAIN_LEN, "size": SIZE,
-        "data": f"the four-verse poems of poem_split('train', by={SPLIT!r}) "
-                f"({sum(verses(p) == 4 for p in poem_split('train', by=SPLIT))}); scored on the "
+        "data": f"the four-verse poems of poem_split('train', by={sweeps.SPLIT!r}) "
+                f"({sum(verses(p) == 4 for p in poem_split('train', by=sweeps.SPLIT))}); scored on the "
                 f"{sum(verses(p) == 8 for p in held_out)} eight-verse and "
                 f"{sum(verses(p) == 4 for p in held_out)} four-verse poems of "
-                f"poem_split('held-out', by={SPLIT!r}) (SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
+                f"poem_split('held-out', by={sweeps.SPLIT!r}) (SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
         "loss_by_position": "mean cross-entropy in nats of the prediction at position t "
                             "(of token t + 1), t = 0 .. 48",
         "recipe": "transformer_book.poet.train_lm; one PyTorch thread a run",
@@ -128,7 +125,7 @@ def settings(training: dict, seeds) -> dict:
 def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) -> dict:
     from transformer_book.poems import CharVocabulary, poem_split
 
-    vocab_size = len(CharVocabulary.from_poems(poem_split("train", by=SPLIT)))
+    vocab_size = len(CharVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers)
 
     def arm_record(arm):

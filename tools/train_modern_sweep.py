@@ -47,9 +47,6 @@ ARMS = {  # name: (label, the modern block's options changed; None: chapter 15's
 }
 SWEEP = dict(steps=100, batch_size=32, lr=3e-3)
 SEEDS = (0, 1, 2)
-# The split the record was trained on: by poem (exact repeats as one poem), poem_split's
-# default until it became by="meaning"; a rerun on the split by meaning changes this.
-SPLIT = "poem"
 LOSS_EVERY = 25  # the training curve: the mean loss of each stretch of this many steps
 
 
@@ -76,13 +73,13 @@ def train_one(arm: str, seed: int, sweep: dict) -> dict:
     from transformer_book.poems import CharVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
-    train = poem_split("train", by=SPLIT)
+    train = poem_split("train", by=sweeps.SPLIT)
     vocab = CharVocabulary.from_poems(train)
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
     losses = train_lm(model, vocab, train, seed=seed, **sweep)
     return {
-        "held_out_perplexity": round(perplexity(model, vocab, poem_split("held-out", by=SPLIT)), 4),
+        "held_out_perplexity": round(perplexity(model, vocab, poem_split("held-out", by=sweeps.SPLIT)), 4),
         "train_loss": curve(losses),
     }
 
@@ -92,7 +89,7 @@ def settings(sweep: dict, seeds) -> dict:
 
     return {
         **sweep, "seeds": list(seeds), "loss_every": LOSS_EVERY,
-        "data": f"poem_split('train', by={SPLIT!r}) / poem_split('held-out', by={SPLIT!r}): exact repeats as one poem "
+        "data": f"poem_split('train', by={sweeps.SPLIT!r}) / poem_split('held-out', by={sweeps.SPLIT!r}): exact repeats as one poem "
                 f"(SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
         "recipe": "transformer_book.poet.train_lm (AdamW, weight decay 0.01, warm-up over a "
                   "tenth, then linear decay); one PyTorch thread a run",
@@ -112,7 +109,7 @@ def arm_record(arm: str, vocab_size: int) -> dict:
 def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> dict:
     from transformer_book.poems import CharVocabulary, poem_split
 
-    vocab_size = len(CharVocabulary.from_poems(poem_split("train", by=SPLIT)))
+    vocab_size = len(CharVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers)
     return sweeps.write(out / RECORD_FILE, settings(sweep, seeds),
                         {arm: arm_record(arm, vocab_size) for arm in arms}, found, seeds)
