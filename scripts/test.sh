@@ -19,6 +19,12 @@ if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# nbval runs each chapter once, on a simulated GPU (CUDA, or MPS where the chapter uses float64) and
+# with an AMD EPYC's kernels (AVX2), so the stored outputs, made on the author's CPU, are compared
+# with another CPU's numerics (tests/simulated_nbval.py; BOOK_NBVAL_KERNELS=default takes PyTorch's
+# portable kernels, BOOK_NBVAL_KERNELS= runs nbval as a reader would).
+export BOOK_NBVAL_KERNELS=${BOOK_NBVAL_KERNELS-avx2}
+
 .venv/bin/jupyter-book build . --warningiserror --nitpick --keep-going --quiet
 # Two pytest workers (pytest-xdist), one per core; --dist loadfile keeps each file, so each
 # notebook's cells and each module's fixtures, on one worker. PYTEST_WORKERS=0 runs in one process.

@@ -26,3 +26,13 @@ def browser():
         )
         yield instance
         instance.close()
+
+
+def pytest_configure(config):
+    """With BOOK_NBVAL_KERNELS set (scripts/test.sh), nbval runs each chapter on a simulated
+    device with another CPU's kernels (tests/simulated_nbval.py)."""
+    from simulated_nbval import VARIABLE, SimulatedDevices
+
+    kernels = os.environ.get(VARIABLE)
+    if kernels and config.getoption("nbval", default=False):
+        config.pluginmanager.register(SimulatedDevices(kernels), "simulated-devices")
