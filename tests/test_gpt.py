@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, causal_mask, gpt_from_hf, hf_parameter_pairs
-from transformer_book.poems import CharVocabulary
+from transformer_book.poems import PoemVocabulary
 from transformer_book.poet import Poet, regular_form, train_lm
 
 transformers = pytest.importorskip("transformers")
@@ -108,7 +108,7 @@ def test_gpt_from_hf_refuses_what_it_cannot_copy():
 def small_poet():
     poems = ["白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
              "床前明月光，疑是地上霜。举头望明月，低头思故乡。"]
-    vocab = CharVocabulary.from_poems(poems)
+    vocab = PoemVocabulary.from_poems(poems)
     torch.manual_seed(0)
     model = GPT(GPTConfig(len(vocab), max_len=32, d_model=32, heads=2, layers=1))
     losses = train_lm(model, vocab, poems, steps=30, batch_size=2, lr=1e-2, seed=0)

@@ -83,7 +83,7 @@ def next_logits(poet, text: str, length: int) -> torch.Tensor:
     ``text``, with padding and <unk> masked as the page and ``Poet.write`` mask them."""
     ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
     logits = poet.model(torch.tensor([ids[:length]]))[0, -1].double()
-    logits[poet.vocab.pad_id] = logits[poet.vocab.unknown_id] = -math.inf
+    logits[poet.vocab.pad_id] = logits[poet.vocab.unk_id] = -math.inf
     return logits
 
 

@@ -544,11 +544,11 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     the same logits; greedy poems the same, also when they run into max_len (a random
     model rarely ends a poem)."""
     from transformer_book.gpt import GPT, GPTConfig
-    from transformer_book.poems import CharVocabulary
+    from transformer_book.poems import PoemVocabulary
 
     prompts = exporter.EXAMPLES + exporter.PARITY_PROMPTS
     characters = set("".join(p for p, _ in prompts) + "，。？云雨风雪")
-    vocab = CharVocabulary(characters)
+    vocab = PoemVocabulary(characters)
     settings = {"max_len": 14, "d_model": 16, "heads": 2, "layers": 2, "d_ff": 48,
                 "activation": "relu"}
     torch.manual_seed(0)

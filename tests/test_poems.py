@@ -9,7 +9,7 @@ import torch
 
 from transformer_book.poems import (
     HELD_OUT,
-    CharVocabulary,
+    PoemVocabulary,
     poem_split,
     read_poems,
     split_verses,
@@ -104,11 +104,14 @@ def test_a_corrupt_file_is_refused_naming_the_line(tmp_path):
 
 
 def test_vocabulary_round_trip_and_unknown_characters():
-    vocab = CharVocabulary.from_poems(["白日依山尽，", "黄河入海流。"])
+    vocab = PoemVocabulary.from_poems(["白日依山尽，", "黄河入海流。"])
     ids = vocab.encode("白日，黄河。")
     assert ids[0] == ids[-1] == vocab.boundary_id
     assert vocab.decode(ids) == "白日，黄河。"
-    assert vocab.encode("月", boundaries=False) == [vocab.unknown_id]
+    assert vocab.tokens == ["<pad>", "<s>", "<unk>", *sorted(set("白日依山尽，黄河入海流。"))]
+    assert vocab.end_id is None and vocab.boundary_id == vocab.start_id == 1
+    assert vocab.decode([1, 2, *ids[1:3], 0]) == "白日"  # <pad>, <s>, <unk> left out
+    assert vocab.encode("月", boundaries=False) == [vocab.unk_id]
     assert vocab.unknown("月白风清") == ["月", "风", "清"]
     batch = vocab.batch(["白日，", "黄河入海流。"])
     assert batch.shape == (2, 8) and batch.dtype == torch.long

@@ -12,8 +12,8 @@ from transformer_book import (
     GPT,
     POET_CONFIG,
     POET_TRAINING,
-    CharVocabulary,
     GPTConfig,
+    PoemVocabulary,
     Poet,
     acrostic_logits,
     perplexity,
@@ -53,7 +53,7 @@ def test_greedy_and_full_nucleus_are_accepted(shipped):
 def test_the_shipped_poet_is_the_recipe_and_its_record(shipped):
     config = shipped.model.config
     assert {key: getattr(config, key) for key in POET_CONFIG} == POET_CONFIG
-    assert shipped.vocab.tokens == CharVocabulary.from_poems(poem_split("train")).tokens
+    assert shipped.vocab.tokens == PoemVocabulary.from_poems(poem_split("train")).tokens
     record = poet_history()
     assert set(record) == {"training", "samples", "untrained_samples", "losses",
                            "held_out_perplexity"}
@@ -76,7 +76,7 @@ def tiny_poet():
     """A poet of 14 tokens whose weights are the same on every machine (drawn in float64 on the
     CPU): marks and <s> are likely enough that verses close, acrostic heads are forced and poems
     end, and its logits are far enough apart that another kernel path draws the same tokens."""
-    vocab = CharVocabulary("春花秋月江山如画白日依尽，。")
+    vocab = PoemVocabulary("春花秋月江山如画白日依尽，。")
     model = GPT(GPTConfig(len(vocab), max_len=64, d_model=32, heads=4, layers=2))
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -256,7 +256,7 @@ def test_write_writes_the_poems_it_wrote_before_acrostic_became_a_logit_edit(cas
 
 
 def test_acrostic_logits_forces_the_head_where_a_verse_begins_and_forbids_an_early_end():
-    vocab = CharVocabulary("春花秋月，。")
+    vocab = PoemVocabulary("春花秋月，。")
     ids = vocab.ids
     logits = torch.zeros(len(vocab))
     first = acrostic_logits(logits, [], "春秋", vocab)  # nothing written: verse 1 begins
@@ -287,7 +287,7 @@ def test_poem_losses_score_each_poem_and_add_up_to_the_perplexity():
 
 
 def test_train_lm_evaluates_every_few_steps_without_changing_the_training():
-    vocab = CharVocabulary("春花秋月江山如画白日依尽，。")
+    vocab = PoemVocabulary("春花秋月江山如画白日依尽，。")
     poems = ["春花秋月江，山如画白日。", "白日依山尽，春花秋月江。"] * 4
 
     def trained(evaluate):

@@ -8,7 +8,7 @@ import torch
 from transformer_book.subwords import (
     BYTE_SYMBOLS,
     BytePairEncoding,
-    Vocabulary,
+    SubwordVocabulary,
     byte_symbols,
     chinese_vocabulary,
     count_pairs,
@@ -80,17 +80,15 @@ def test_read_merges_refuses_a_bad_line(tmp_path):
         read_merges(path)
 
 
-def test_vocabulary_ids_unknowns_and_decoding():
-    vocab = Vocabulary(["你", "好"])
+def test_subword_vocabulary_ids_unknowns_and_decoding():
+    vocab = SubwordVocabulary(["你", "好"])
     assert (vocab.pad_id, vocab.start_id, vocab.end_id, vocab.unk_id) == (0, 1, 2, 3)
     assert vocab.tokens[:4] == ["<pad>", "<s>", "</s>", "<unk>"] and len(vocab) == 6
     assert vocab.encode("你好吗") == [4, 5, 3]
-    assert vocab.decode([1, 4, 0, 5, 2, 4]) == ["你", "好"]
-    assert vocab.decode(torch.tensor([1, 5, 2])) == ["好"]
-    with pytest.raises(ValueError, match=r"repeated: \['a'\]"):
-        Vocabulary(["a", "a"])
-    with pytest.raises(ValueError, match=r"special: \['<unk>'\]"):
-        Vocabulary(["<unk>"])
+    assert vocab.decode([1, 4, 0, 5, 2, 4]) == ["你", "好"]  # a list of tokens
+    assert vocab.decode(torch.tensor([1, 3, 5, 2])) == ["<unk>", "好"]
+    with pytest.raises(ValueError, match=r"SubwordVocabulary tokens .* special: \['<unk>'\]"):
+        SubwordVocabulary(["<unk>"])
 
 
 def test_english_and_chinese_vocabularies():

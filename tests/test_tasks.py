@@ -5,37 +5,64 @@ import random
 import pytest
 import torch
 
-from transformer_book.tasks import CharVocab, Task, dates_task
+from transformer_book.tasks import Task, Vocabulary, dates_task
 
 
-def test_char_vocab_special_ids_and_round_trip():
-    vocab = CharVocab("abc")
-    assert (vocab.pad_id, vocab.start_id, vocab.end_id) == (0, 1, 2)
+def test_vocabulary_special_ids_and_round_trip():
+    vocab = Vocabulary("abc")
+    assert (vocab.pad_id, vocab.start_id, vocab.end_id, vocab.unk_id) == (0, 1, 2, None)
     assert vocab.tokens == ["<pad>", "<s>", "</s>", "a", "b", "c"]
+    assert vocab.ids == {token: index for index, token in enumerate(vocab.tokens)}
     assert len(vocab) == 6
     assert vocab.encode("cab") == [5, 3, 4]
-    assert vocab.encode("cab", add_end=True) == [5, 3, 4, 2]
     assert vocab.decode([1, 5, 3, 0, 4, 2, 3]) == "cab"  # skips pad/start, stops at end
+    assert vocab.decode_tokens([1, 5, 3, 0, 4, 2, 3]) == ["c", "a", "b"]
     assert vocab.decode(torch.tensor([1, 3, 2])) == "a"
 
 
-def test_char_vocab_word_level():
-    vocab = CharVocab(["one", "two", "hundred"])
-    ids = vocab.encode(["two", "hundred"], add_end=True)
-    assert ids == [4, 5, 2]
-    assert vocab.decode([1] + ids) == "two hundred"
+def test_vocabulary_word_level():
+    vocab = Vocabulary(["one", "two", "hundred"])
+    ids = vocab.encode(["two", "hundred"])
+    assert ids == [4, 5]
+    assert vocab.decode([1, *ids, 2]) == "two hundred"
 
 
-def test_char_vocab_errors_name_the_offending_values():
-    vocab = CharVocab("abc")
+def test_vocabulary_errors_name_the_offending_values():
+    """The checks every vocabulary inherits (chapters 13 and 15 subclass this one)."""
+    vocab = Vocabulary("abc")
     with pytest.raises(ValueError, match=r"cannot encode \['x', 'z'\].*'a', 'b', 'c'"):
         vocab.encode("axz")
-    with pytest.raises(ValueError, match=r"repeated: \['a'\]"):
-        CharVocab("aab")
-    with pytest.raises(ValueError, match="special"):
-        CharVocab(["<s>", "a"])
-    with pytest.raises(ValueError, match="at least one"):
-        CharVocab("")
+    with pytest.raises(ValueError, match=r"Vocabulary tokens must be unique.*repeated: \['a'\]"):
+        Vocabulary("aab")
+    with pytest.raises(ValueError, match=r"special: \['<s>'\]"):
+        Vocabulary(["<s>", "a"])
+    with pytest.raises(ValueError, match="Vocabulary needs at least one token; got none"):
+        Vocabulary("")
+    for bad in (6, -1):
+        with pytest.raises(ValueError, match=f"no token has id {bad}; the ids are 0 to 5"):
+            vocab.decode([3, bad])
+    assert vocab.decode([3, 2, 6]) == "a"  # nothing after </s> is read
+
+
+def test_subclasses_change_specials_and_name_themselves_in_errors():
+    class WithUnknown(Vocabulary):
+        specials = ("<pad>", "<s>", "</s>", "<unk>")
+
+    vocab = WithUnknown("ab")
+    assert (vocab.pad_id, vocab.start_id, vocab.end_id, vocab.unk_id) == (0, 1, 2, 3)
+    assert vocab.encode("axb") == [4, 3, 5]  # an unknown token is "<unk>", not an error
+    assert vocab.decode([1, 4, 3, 5, 2, 4]) == "a<unk>b"  # "<unk>" is not skipped
+    with pytest.raises(ValueError, match=r"WithUnknown tokens .* special: \['<unk>'\]"):
+        WithUnknown(["<unk>", "a"])
+
+    class NoEnd(Vocabulary):
+        specials = ("<pad>", "<s>")
+
+    no_end = NoEnd("ab")
+    assert no_end.end_id is None and no_end.decode([1, 2, 1, 3]) == "ab"  # nothing stops it
+    plain = NoEnd(["</s>"])  # an ordinary token here: it ends nothing
+    assert plain.tokens == ["<pad>", "<s>", "</s>"] and plain.end_id is None
+    assert plain.decode([2, 1, 2]) == "</s> </s>"  # a word: joined with a space
 
 
 def test_dates_pairs_are_deterministic_and_correct():
@@ -81,7 +108,7 @@ def test_batch_rejects_too_long_input():
     with pytest.raises(ValueError, match="allows 11"):
         task.batch([("22 Nov 20266", "2026-11-22")])
     word_task = Task(
-        "w", CharVocab("ab"), CharVocab("ab"), 2, 1, lambda rng: ("a", "b")
+        "w", Vocabulary("ab"), Vocabulary("ab"), 2, 1, lambda rng: ("a", "b")
     )
     with pytest.raises(ValueError, match="allows 1"):
         word_task.batch([("a", "bb")])
@@ -94,7 +121,7 @@ def test_exact_match():
 
 
 def test_custom_task_generate_uses_the_seeded_rng():
-    vocab = CharVocab("0123456789")
+    vocab = Vocabulary("0123456789")
     task = Task("copy", vocab, vocab, 3, 3, lambda rng: (str(rng.randrange(1000)),) * 2)
     assert task.pairs(5, seed=1) == [(str(n),) * 2 for n in _draws(1, 5)]
     with pytest.raises(ValueError, match="count must be >= 0"):

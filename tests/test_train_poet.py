@@ -40,7 +40,7 @@ def test_the_stored_weights_load_back_as_the_trained_model(toy, tmp_path):
     stored = torch.load(io.BytesIO((tmp_path / recipe.WEIGHTS_FILE).read_bytes()))
     assert all(tensor.dtype == torch.float16 for tensor in stored["weights"].values())
     poet, _ = recipe.train_poet(steps=2)
-    vocab = recipe.CharVocabulary(stored["characters"])
+    vocab = recipe.PoemVocabulary(stored["characters"])
     assert vocab.tokens == poet.vocab.tokens
     for name, tensor in poet.model.state_dict().items():
         assert torch.equal(stored["weights"][name], tensor.half()), name
@@ -78,7 +78,7 @@ class _EagerToEnd(recipe.GPT):
 
 
 def test_a_poem_is_never_empty():
-    vocab = recipe.CharVocabulary(list("白日依山尽，。"))
+    vocab = recipe.PoemVocabulary(list("白日依山尽，。"))
     torch.manual_seed(0)
     model = _EagerToEnd(recipe.GPTConfig(len(vocab), max_len=16, d_model=8, heads=2,
                                          layers=1))

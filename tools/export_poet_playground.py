@@ -30,7 +30,7 @@ import torch
 
 from notebooks import REPO_ROOT, regenerate_and_compare
 from transformer_book.gpt import GPT, GPTConfig
-from transformer_book.poems import CharVocabulary
+from transformer_book.poems import PoemVocabulary
 from transformer_book.poet import HISTORY_FILE, WEIGHTS_FILE, Poet
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
@@ -68,7 +68,7 @@ def tensor_table(weights: dict) -> tuple[list[dict], bytes]:
 def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, Path]:
     """Write ``poet.json`` and ``poet.bin`` to ``out_dir``; return their paths."""
     stored, raw = read_shipped(weights_dir)
-    vocab = CharVocabulary(stored["characters"])
+    vocab = PoemVocabulary(stored["characters"])
     config = GPTConfig(len(vocab), **stored["config"])
     history = json.loads((weights_dir / HISTORY_FILE).read_text(encoding="utf-8"))
     entries, data = tensor_table(stored["weights"])
@@ -83,7 +83,7 @@ def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, 
         "tokens": vocab.tokens,
         "pad_id": vocab.pad_id,
         "boundary_id": vocab.boundary_id,
-        "unknown_id": vocab.unknown_id,
+        "unknown_id": vocab.unk_id,
         "verse_ends": VERSE_ENDS,
         "acrostic_max": ACROSTIC_MAX,
         "prompt_max": PROMPT_MAX,
@@ -140,9 +140,9 @@ def load_poet(json_path: Path = OUT_DIR / f"{NAME}.json") -> tuple[Poet, dict]:
         or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]
     ):
         raise ValueError(f"{meta['weights']['file']} does not match {json_path} (size or sha256)")
-    vocab = CharVocabulary(meta["tokens"][3:])
+    vocab = PoemVocabulary(meta["tokens"][3:])
     if vocab.tokens != meta["tokens"]:
-        raise ValueError(f"{json_path}: the tokens are not a CharVocabulary's")
+        raise ValueError(f"{json_path}: the tokens are not a PoemVocabulary's")
     model = GPT(GPTConfig(**meta["config"]))
     model.load_state_dict(read_state(meta, data), strict=True)
     return Poet(model.eval(), vocab), meta

@@ -58,10 +58,10 @@ def poems(seed: int) -> dict:
     """Chapter 15: the 40-step GPT; its first and last loss and its held-out perplexity."""
     import torch
 
-    from transformer_book import GPT, CharVocabulary, GPTConfig, perplexity, poem_split, train_lm
+    from transformer_book import GPT, GPTConfig, PoemVocabulary, perplexity, poem_split, train_lm
 
     train, held_out = poem_split("train"), poem_split("held-out")
-    vocab = CharVocabulary.from_poems(train)
+    vocab = PoemVocabulary.from_poems(train)
     torch.manual_seed(seed)
     model = GPT(GPTConfig(len(vocab), max_len=64, d_model=64, heads=4, layers=2))
     losses = train_lm(model, vocab, train, steps=40, batch_size=32, seed=seed, device="cpu")

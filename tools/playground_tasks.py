@@ -125,7 +125,7 @@ def pick_examples(right: list[bool]) -> list[int]:
 
 
 def task_meta(task, config: dict, sources: list[str]) -> dict:
-    """The page's metadata for a task (of transformer_book.tasks, with CharVocabs)."""
+    """The page's metadata for a task (of transformer_book.tasks, with Vocabulary objects)."""
     source, target = task.source_vocab, task.target_vocab
     return {
         "title": task.name,

@@ -85,11 +85,11 @@ def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) ->
 
 def train_one(arm: str, seed: int, training: dict) -> dict:
     """Train one arm with one seed; its record."""
-    from transformer_book.poems import CharVocabulary, poem_split
+    from transformer_book.poems import PoemVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
     everything = poem_split("train", by=sweeps.SPLIT)
-    vocab = CharVocabulary.from_poems(everything)
+    vocab = PoemVocabulary.from_poems(everything)
     train = [poem for poem in everything if verses(poem) == 4]
     held_out = poem_split("held-out", by=sweeps.SPLIT)
     short = [poem for poem in held_out if verses(poem) == 4]
@@ -123,9 +123,9 @@ def settings(training: dict, seeds) -> dict:
 
 
 def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) -> dict:
-    from transformer_book.poems import CharVocabulary, poem_split
+    from transformer_book.poems import PoemVocabulary, poem_split
 
-    vocab_size = len(CharVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
+    vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers)
 
     def arm_record(arm):

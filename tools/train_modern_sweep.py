@@ -4,7 +4,7 @@
     python tools/train_modern_sweep.py --check         # retrain one arm (3 runs); exit 1 unless identical
     python tools/train_modern_sweep.py --check --arm gpt2
 
-On chapter 15's Tang poems (``poem_split`` and ``CharVocabulary`` as the package defines them), with
+On chapter 15's Tang poems (``poem_split`` and ``PoemVocabulary`` as the package defines them), with
 the poet's recipe (``train_lm``: AdamW, warm-up then linear decay) and the same batches for every
 arm, it trains chapter 15's GPT-2 block, the modern block (``ModernDecoder``: RMSNorm, rotary
 positions, SwiGLU, grouped-query attention with 2 key/value heads for 4 query heads, no biases),
@@ -70,11 +70,11 @@ def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
 
 def train_one(arm: str, seed: int, sweep: dict) -> dict:
     """Train one arm with one seed; its record."""
-    from transformer_book.poems import CharVocabulary, poem_split
+    from transformer_book.poems import PoemVocabulary, poem_split
     from transformer_book.poet import perplexity, train_lm
 
     train = poem_split("train", by=sweeps.SPLIT)
-    vocab = CharVocabulary.from_poems(train)
+    vocab = PoemVocabulary.from_poems(train)
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
     losses = train_lm(model, vocab, train, seed=seed, **sweep)
@@ -107,9 +107,9 @@ def arm_record(arm: str, vocab_size: int) -> dict:
 
 
 def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> dict:
-    from transformer_book.poems import CharVocabulary, poem_split
+    from transformer_book.poems import PoemVocabulary, poem_split
 
-    vocab_size = len(CharVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
+    vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers)
     return sweeps.write(out / RECORD_FILE, settings(sweep, seeds),
                         {arm: arm_record(arm, vocab_size) for arm in arms}, found, seeds)

@@ -21,7 +21,7 @@ length batches (``length_batches``), and a trained translator shipped in ``weigh
 
 Chapter 15 builds a decoder-only model (``GPT``, ``GPTConfig``), checked against Hugging
 Face's GPT-2 (``gpt_from_hf``), and trains it on the Tang poems shipped in ``data/``
-(``poem_split``, ``CharVocabulary``, ``train_lm``, ``Poet``). The poet the package ships was
+(``poem_split``, ``PoemVocabulary``, ``train_lm``, ``Poet``). The poet the package ships was
 trained by ``tools/train_poet.py`` with ``train_poet`` (``POET_CONFIG``, ``POET_TRAINING``);
 ``poet_history`` gives what the tool recorded::
 
@@ -111,7 +111,7 @@ from transformer_book.numerals import (
     numbers_task,
     pretrained_numbers_model,
 )
-from transformer_book.poems import CharVocabulary, poem_split, read_poems, twin_poems
+from transformer_book.poems import PoemVocabulary, poem_split, read_poems, twin_poems
 from transformer_book.poet import (
     POET_CONFIG,
     POET_TRAINING,
@@ -128,12 +128,13 @@ from transformer_book.poet import (
 from transformer_book.positional import Embeddings, PositionalEncoding, sinusoidal_table
 from transformer_book.subwords import (
     BytePairEncoding,
-    Vocabulary,
+    SubwordVocabulary,
     chinese_vocabulary,
     english_vocabulary,
     learn_bpe,
     read_merges,
 )
+from transformer_book.tasks import Vocabulary
 from transformer_book.tatoeba import english_keys, read_pairs, tatoeba_split, twin_groups
 from transformer_book.training import (
     DATES_CONFIG,
@@ -167,7 +168,6 @@ __all__ = [
     "TRANSLATION_CONFIG",
     "TRANSLATION_TRAINING",
     "BytePairEncoding",
-    "CharVocabulary",
     "Decoder",
     "DecoderLayer",
     "EmbeddingWithPositions",
@@ -184,11 +184,13 @@ __all__ = [
     "ModernLayer",
     "MultiHeadAttention",
     "OutputLayer",
+    "PoemVocabulary",
     "Poet",
     "PositionalEncoding",
     "PositionwiseFeedForward",
     "RMSNorm",
     "SublayerConnection",
+    "SubwordVocabulary",
     "SwiGLU",
     "Transformer",
     "TranslationLoss",

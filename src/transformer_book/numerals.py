@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from transformer_book.tasks import CharVocab, Task
+from transformer_book.tasks import Task, Vocabulary
 
 ONES = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 TEENS = (
@@ -113,8 +113,8 @@ def numbers_task(held_out: bool = False) -> Task:
     Sources are word lists (a vocabulary of 31 words), targets strings of 15 characters.
     Training and held-out numbers are disjoint: the multiples of 7 are held out.
     """
-    source_vocab = CharVocab(list(ENGLISH_WORDS))
-    target_vocab = CharVocab(CHINESE_CHARACTERS)
+    source_vocab = Vocabulary(list(ENGLISH_WORDS))
+    target_vocab = Vocabulary(CHINESE_CHARACTERS)
 
     def generate(rng: random.Random) -> tuple[list[str], str]:
         while True:

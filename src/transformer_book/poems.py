@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from transformer_book.tasks import Vocabulary
+
 DATA_FILE = (
     "tang_poems.txt.xz"  # in transformer_book/data/, with its README and LICENSE
 )
@@ -141,26 +143,22 @@ def poem_split(name: str, by: str = "meaning") -> list[str]:
     return list(_split_poems(by)[name])
 
 
-class CharVocabulary:
-    """Map characters to ids and back, with three special tokens.
+class PoemVocabulary(Vocabulary):
+    """Characters <-> ids, with three special tokens.
 
-    Characters <-> ids, with three special tokens: padding (id 0), the poem
-    boundary ``<s>`` (id 1; it starts and ends every poem) and ``<unk>`` (id 2)."""
+    "<pad>" (id 0), the poem boundary "<s>" (id 1; it starts and ends every poem)
+    and "<unk>" (id 2), then the characters, sorted; ``decode`` leaves out all three."""
 
-    PAD, BOUNDARY, UNKNOWN = "<pad>", "<s>", "<unk>"
+    specials = ("<pad>", "<s>", "<unk>")
+    skipped = specials
 
     def __init__(self, characters):
-        specials = [self.PAD, self.BOUNDARY, self.UNKNOWN]
-        self.tokens = specials + sorted(set(characters) - set(specials))
-        self.ids = {token: index for index, token in enumerate(self.tokens)}
-        self.pad_id, self.boundary_id, self.unknown_id = 0, 1, 2
+        super().__init__(sorted(set(characters)))
+        self.boundary_id = self.start_id
 
     @classmethod
-    def from_poems(cls, poems) -> CharVocabulary:
+    def from_poems(cls, poems) -> PoemVocabulary:
         return cls(set("".join(poems)))
-
-    def __len__(self) -> int:
-        return len(self.tokens)
 
     def unknown(self, text: str) -> list[str]:
         """The characters of ``text`` that the vocabulary lacks, in order, once each."""
@@ -170,12 +168,8 @@ class CharVocabulary:
         """A poem -> ids: <s>, its characters, <s>; unknown characters become <unk>."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str; got {type(text).__name__}")
-        ids = [self.ids.get(c, self.unknown_id) for c in text]
+        ids = super().encode(text)
         return [self.boundary_id, *ids, self.boundary_id] if boundaries else ids
-
-    def decode(self, ids) -> str:
-        """Ids -> text, the special tokens left out."""
-        return "".join(self.tokens[i] for i in ids if i not in (0, 1, 2))
 
     def batch(self, poems, device=None) -> torch.Tensor:
         """Poems -> (batch, longest + 2) ids, padded with <pad>."""

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from transformer_book.decoding import top_p_filter
 from transformer_book.generator import sample_next_token
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, check_positive_int
-from transformer_book.poems import CharVocabulary, poem_split
+from transformer_book.poems import PoemVocabulary, poem_split
 
 
 def train_lm(
@@ -157,7 +157,7 @@ def _is_number(value) -> bool:
 class Poet:
     """A GPT with its character vocabulary, that writes poems."""
 
-    def __init__(self, model, vocab: CharVocabulary):
+    def __init__(self, model, vocab: PoemVocabulary):
         self.model, self.vocab = model, vocab
 
     def _check(self, prompt, temperature, top_p, acrostic) -> None:
@@ -211,7 +211,7 @@ class Poet:
             tokens = torch.tensor([feed], device=device)  # (1, new tokens)
             logits = model(tokens, caches, offset)[0, -1].cpu().clone()  # (vocab,)
             offset += len(feed)
-            logits[[vocab.pad_id, vocab.unknown_id]] = float("-inf")
+            logits[[vocab.pad_id, vocab.unk_id]] = float("-inf")
             if len(ids) == 1:
                 logits[vocab.boundary_id] = float("-inf")  # not an empty poem
             if acrostic:
@@ -242,7 +242,7 @@ def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
     given = dict(steps=steps, batch_size=batch_size, lr=lr, seed=seed)
     settings.update({key: value for key, value in given.items() if value is not None})
     train = poem_split("train")
-    vocab = CharVocabulary.from_poems(train)
+    vocab = PoemVocabulary.from_poems(train)
     torch.manual_seed(settings["seed"])
     model = GPT(GPTConfig(len(vocab), **POET_CONFIG)).to(device)
     losses = train_lm(model, vocab, train, device=device, **settings)
@@ -256,7 +256,7 @@ def pretrained_poet(device=None) -> Poet:
     in half precision, computed in float32)."""
     path = files("transformer_book") / "weights" / WEIGHTS_FILE
     stored = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu")
-    vocab = CharVocabulary(stored["characters"])
+    vocab = PoemVocabulary(stored["characters"])
     model = GPT(GPTConfig(len(vocab), **stored["config"]))
     state = {name: tensor.float() for name, tensor in stored["weights"].items()}
     model.load_state_dict(state)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from transformer_book.tasks import Vocabulary
+
 # a run of letters and digits, or a run of punctuation; spaces separate, and vanish
 WORD = re.compile(r"\w+|[^\w\s]+")
 END_OF_WORD = "</w>"
@@ -146,55 +148,28 @@ def read_merges(path: str | Path | None = None) -> list[tuple[str, str]]:
     return merges
 
 
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+class SubwordVocabulary(Vocabulary):
+    """Tokens <-> ids: "<pad>" 0, "<s>" 1, "</s>" 2, "<unk>" 3, then the tokens.
 
+    A token that is not in the vocabulary encodes as "<unk>"."""
 
-class Vocabulary:
-    """Map tokens to ids and back, with four special tokens.
-
-    Tokens <-> ids. Ids 0 to 3 are "<pad>", "<s>", "</s>" and "<unk>"; a token
-    that is not in the vocabulary encodes as "<unk>"."""
-
-    pad_id, start_id, end_id, unk_id = 0, 1, 2, 3
-
-    def __init__(self, tokens: Iterable[str]):
-        tokens = list(tokens)
-        repeated = sorted(token for token, n in Counter(tokens).items() if n > 1)
-        special = sorted(set(tokens) & set(SPECIAL_TOKENS))
-        if repeated or special:
-            raise ValueError(
-                "vocabulary tokens must be unique and not special tokens; "
-                f"repeated: {repeated[:5]}, special: {special}"
-            )
-        self.tokens = [*SPECIAL_TOKENS, *tokens]  # index = id
-        self.ids = {token: index for index, token in enumerate(self.tokens)}
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def encode(self, tokens: Iterable[str]) -> list[int]:
-        return [self.ids.get(token, self.unk_id) for token in tokens]
+    specials = ("<pad>", "<s>", "</s>", "<unk>")
 
     def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
         """The tokens of ``ids``: stops at the first "</s>", skips "<pad>" and "<s>"."""
-        if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
-        tokens = []
-        for index in ids:
-            if index == self.end_id:
-                break
-            if index not in (self.pad_id, self.start_id):
-                tokens.append(self.tokens[index])
-        return tokens
+        return self.decode_tokens(ids)
 
 
-def english_vocabulary(sentences: Iterable[str], merges: Sequence[tuple]) -> Vocabulary:
+def english_vocabulary(
+    sentences: Iterable[str], merges: Sequence[tuple]
+) -> SubwordVocabulary:
     """Every symbol of the sentences' words, then every merged token, in merge order."""
     sentences = list(sentences)
     words = {word for sentence in sentences for word in pre_tokenize(sentence)}
     alphabet = sorted({symbol for word in words for symbol in word_symbols(word)})
     merged = [left + right for left, right in merges]
-    return Vocabulary(dict.fromkeys(alphabet + merged))  # two merges can give one token
+    # two merges can give one token
+    return SubwordVocabulary(dict.fromkeys(alphabet + merged))
 
 
 def _byte_table() -> tuple[str, ...]:
@@ -238,8 +213,8 @@ def text_from_bytes(tokens: Iterable[str]) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def chinese_vocabulary(sentences: Iterable[str]) -> Vocabulary:
+def chinese_vocabulary(sentences: Iterable[str]) -> SubwordVocabulary:
     """Every character of the sentences, the most frequent first."""
     counts = Counter(character for sentence in sentences for character in sentence)
     by_frequency = sorted(counts, key=lambda character: (-counts[character], character))
-    return Vocabulary(by_frequency)
+    return SubwordVocabulary(by_frequency)

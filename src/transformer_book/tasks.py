@@ -7,60 +7,80 @@ from __future__ import annotations
 
 import datetime
 import random
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>")
 
+class Vocabulary:
+    """Tokens <-> ids: the special tokens first, then the given tokens in order.
 
-class CharVocab:
-    """Tokens <-> ids. ``symbols``: a string (a token per character) or a word list.
-
-    Ids 0, 1, 2 are "<pad>", "<s>" and "</s>"; the symbols follow in the order given.
+    ``tokens``: a string (a token per character) or a list of tokens (words, say).
+    Subclasses change ``specials``; with "<unk>" among them, a token the vocabulary
+    lacks encodes as "<unk>", and without it ``encode`` refuses the token.
     """
 
-    def __init__(self, symbols: str | Sequence[str]):
-        symbols = list(symbols)
-        if not symbols:
-            raise ValueError("CharVocab needs at least one symbol; got none")
-        repeated = sorted({s for s in symbols if symbols.count(s) > 1})
-        clashing = sorted(set(symbols) & set(SPECIAL_TOKENS))
-        if repeated or clashing:
+    specials = ("<pad>", "<s>", "</s>")  # ids 0, 1, 2
+    skipped = ("<pad>", "<s>")  # the special tokens that decode leaves out
+
+    def __init__(self, tokens: str | Iterable[str]):
+        tokens, name = list(tokens), type(self).__name__
+        if not tokens:
+            raise ValueError(f"{name} needs at least one token; got none")
+        repeated = sorted(token for token, n in Counter(tokens).items() if n > 1)
+        special = sorted(set(tokens) & set(self.specials))
+        if repeated or special:
             raise ValueError(
-                f"CharVocab symbols must be unique and not special tokens; "
-                f"repeated: {repeated}, special: {clashing}"
+                f"{name} tokens must be unique and not special tokens; "
+                f"repeated: {repeated[:5]}, special: {special}"
             )
-        self.tokens = list(SPECIAL_TOKENS) + symbols  # index = id
+        self.tokens = [*self.specials, *tokens]  # index = id
         self.ids = {token: index for index, token in enumerate(self.tokens)}
-        self.pad_id, self.start_id, self.end_id = 0, 1, 2
+        # each special token's id, None where this vocabulary has no such token
+        self.pad_id, self.start_id, self.end_id, self.unk_id = (
+            self.ids[token] if token in self.specials else None
+            for token in ("<pad>", "<s>", "</s>", "<unk>")
+        )
+        self.skipped_ids = {self.ids[token] for token in self.skipped}
+        # characters join as they are, words with a space
+        self.separator = "" if all(len(token) == 1 for token in tokens) else " "
 
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def encode(self, text: str | Sequence[str], add_end: bool = False) -> list[int]:
-        """Ids of a string's characters (or of a token list); "</s>" if ``add_end``."""
-        unknown = sorted({token for token in text if token not in self.ids})
-        if unknown:
-            raise ValueError(
-                f"cannot encode {unknown!r}: not in the vocabulary {self.tokens[3:]!r}"
-            )
-        ids = [self.ids[token] for token in text]
-        return ids + [self.end_id] if add_end else ids
+    def encode(self, tokens: str | Iterable[str]) -> list[int]:
+        """The id of each token (of each character of a string)."""
+        tokens = list(tokens)
+        if self.unk_id is None:
+            unknown = sorted({token for token in tokens if token not in self.ids})
+            if unknown:
+                raise ValueError(
+                    f"cannot encode {unknown!r}: not in the vocabulary "
+                    f"{self.tokens[len(self.specials):]!r}"
+                )
+        return [self.ids.get(token, self.unk_id) for token in tokens]
 
-    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
-        """The text of ``ids``: stops at the first "</s>", skips "<pad>" and "<s>"."""
+    def decode_tokens(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """The tokens of ``ids``: up to the first "</s>", the ``skipped`` left out."""
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()
-        pieces = []
+        tokens = []
         for index in ids:
             if index == self.end_id:
                 break
-            if index not in (self.pad_id, self.start_id):
-                pieces.append(self.tokens[index])
-        word_level = any(len(token) != 1 for token in self.tokens[3:])
-        return " ".join(pieces) if word_level else "".join(pieces)
+            if not 0 <= index < len(self):
+                raise ValueError(
+                    f"no token has id {index}; the ids are 0 to {len(self) - 1}"
+                )
+            if index not in self.skipped_ids:
+                tokens.append(self.tokens[index])
+        return tokens
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
+        """The text of ``ids``: their tokens, joined by ``separator``."""
+        return self.separator.join(self.decode_tokens(ids))
 
 
 @dataclass
@@ -72,8 +92,8 @@ class Task:
     """
 
     name: str
-    source_vocab: CharVocab
-    target_vocab: CharVocab
+    source_vocab: Vocabulary
+    target_vocab: Vocabulary
     max_source_len: int
     max_target_len: int
     generate: Callable[[random.Random], tuple]
@@ -94,9 +114,8 @@ class Task:
         source_rows, target_rows = [], []
         for source, target in pairs:
             source_ids = self.source_vocab.encode(source)
-            target_ids = [self.target_vocab.start_id] + self.target_vocab.encode(
-                target, add_end=True
-            )
+            vocab = self.target_vocab
+            target_ids = [vocab.start_id, *vocab.encode(target), vocab.end_id]
             if len(source_ids) > self.max_source_len:
                 raise ValueError(
                     f"source {source!r} has {len(source_ids)} tokens; "
@@ -164,7 +183,7 @@ def dates_task(held_out: bool = False) -> Task:
     multiple of 8.
     """
     characters = sorted(set("0123456789 -" + "".join(MONTHS)))
-    vocab = CharVocab("".join(characters))
+    vocab = Vocabulary("".join(characters))
 
     def generate(rng: random.Random) -> tuple[str, str]:
         while True:

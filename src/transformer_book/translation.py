@@ -18,7 +18,7 @@ from transformer_book.masking import padding_mask
 from transformer_book.model import Transformer, make_model, sequence_loss
 from transformer_book.subwords import (
     BytePairEncoding,
-    Vocabulary,
+    SubwordVocabulary,
     chinese_vocabulary,
     english_vocabulary,
 )
@@ -46,8 +46,8 @@ class Translator:
         self,
         model: Transformer,
         merges: Sequence[tuple[str, str]],
-        source_vocab: Vocabulary,
-        target_vocab: Vocabulary,
+        source_vocab: SubwordVocabulary,
+        target_vocab: SubwordVocabulary,
         config: dict,
     ):
         self.model = model
@@ -319,8 +319,8 @@ def translator_state(translator: Translator, dtype=torch.float16) -> dict:
 
 def load_translator(saved: dict, device="cpu") -> Translator:
     """The ``Translator`` that ``translator_state`` saved, in float32 and eval mode."""
-    source_vocab = Vocabulary(saved["source_tokens"])
-    target_vocab = Vocabulary(saved["target_tokens"])
+    source_vocab = SubwordVocabulary(saved["source_tokens"])
+    target_vocab = SubwordVocabulary(saved["target_tokens"])
     model = make_model(len(source_vocab), len(target_vocab), **saved["config"])
     weights = {name: value.float() for name, value in saved["state_dict"].items()}
     model.load_state_dict(weights)

@@ -250,7 +250,7 @@ export function write(model, prompt, options = {}) {
   }
 }
 
-// Ids -> text, the special tokens (<pad>, <s>, <unk>) left out, as CharVocabulary.decode.
+// Ids -> text, the special tokens (<pad>, <s>, <unk>) left out, as PoemVocabulary.decode.
 export function decode(model, ids) {
   return ids.filter((id) => id > 2).map((id) => model.meta.tokens[id]).join("");
 }

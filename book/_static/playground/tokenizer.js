@@ -1,6 +1,6 @@
 // The translator's English tokenizer (chapter 13), in plain JavaScript: NFKC, the pre-tokenizer's
 // regular expression, byte-pair merges, the vocabulary. It mirrors src/transformer_book/subwords.py
-// (pre_tokenize, word_symbols, BytePairEncoding.encode_word, Vocabulary.encode) and
+// (pre_tokenize, word_symbols, BytePairEncoding.encode_word, SubwordVocabulary.encode) and
 // Translator.source_ids (src/transformer_book/translation.py). tests/test_playground_translator.py
 // checks that its token ids equal Python's on the 1,000 test sentences and on awkward inputs.
 

@@ -247,7 +247,7 @@ export function logitLens(model, sourceTokens, tokens, top = 3) {
   });
 }
 
-// --- The vocabularies (chapter 09's CharVocab): a token is a character, or a word --------------
+// --- The vocabularies (chapter 09's Vocabulary): a token is a character, or a word ------------
 // meta.source_separator is "" (characters) or " " (words); the translator has byte-pair tokens
 // (chapter 13, tokenizer.js). Returns {ids} or {error}: the error names the tokens the model has
 // never seen, or the length limit, as the package's encode does. The translator reads an
@@ -278,7 +278,7 @@ export function encodeText(model, text) {
 }
 
 // Token ids -> text: stops at the end token, skips padding and the start token, as
-// CharVocab.decode does.
+// Vocabulary.decode does.
 export function decodeTokens(model, ids) {
   const { target_tokens: tokens, pad_id, start_id, end_id, target_separator = "" } = model.meta;
   const end = ids.indexOf(end_id);
