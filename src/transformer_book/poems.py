@@ -8,16 +8,15 @@ character vocabulary."""
 from __future__ import annotations
 
 import functools
-import lzma
 import random
 import re
 from collections import Counter
-from importlib.resources import files
 from pathlib import Path
 
 import torch
 
 from transformer_book.tasks import Vocabulary
+from transformer_book.tatoeba import read_lines
 
 DATA_FILE = (
     "tang_poems.txt.xz"  # in transformer_book/data/, with its README and LICENSE
@@ -34,17 +33,9 @@ def read_poems(path: str | Path | None = None) -> list[str]:
     A line is one poem, verses of five characters each followed by ，, 。
     or ？; a file with any other line is refused, naming the line.
     """
-    if path is None:
-        name = DATA_FILE
-        raw = (files("transformer_book") / "data" / DATA_FILE).read_bytes()
-    else:
-        name, raw = Path(path).name, Path(path).read_bytes()
-    try:
-        text = lzma.decompress(raw).decode("utf-8")
-    except (lzma.LZMAError, UnicodeDecodeError) as error:
-        raise ValueError(f"{name} is not xz-compressed UTF-8 text ({error})") from None
+    name, lines = read_lines(path, DATA_FILE)  # as chapter 13 reads its sentences
     poems = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not POEM.fullmatch(line):
             raise ValueError(
                 f"{name}, line {number}: expected one poem, verses of five characters "

@@ -29,23 +29,29 @@ class SentencePair:
     attribution: str  # both sentences' Tatoeba ids and contributors
 
 
-def read_pairs(path: str | Path | None = None) -> list[SentencePair]:
-    """Every line of an xz-compressed data file (default: the one the package ships).
-
-    A line is English, Chinese and an attribution, separated by TABs; a file with any
-    other line is refused, naming the line.
-    """
+def read_lines(path: str | Path | None, shipped: str) -> tuple[str, list[str]]:
+    """The name and the lines of an xz-compressed UTF-8 file (default: the package's
+    data file ``shipped``)."""
     if path is None:
-        name, raw = DATA_FILE, (files("transformer_book") / "data" / DATA_FILE)
-        raw = raw.read_bytes()
+        name, raw = shipped, (files("transformer_book") / "data" / shipped).read_bytes()
     else:
         name, raw = Path(path).name, Path(path).read_bytes()
     try:
         text = lzma.decompress(raw).decode("utf-8")
     except (lzma.LZMAError, UnicodeDecodeError) as error:
         raise ValueError(f"{name} is not xz-compressed UTF-8 text ({error})") from None
+    return name, text.splitlines()
+
+
+def read_pairs(path: str | Path | None = None) -> list[SentencePair]:
+    """Every line of an xz-compressed data file (default: the one the package ships).
+
+    A line is English, Chinese and an attribution, separated by TABs; a file with any
+    other line is refused, naming the line.
+    """
+    name, lines = read_lines(path, DATA_FILE)
     pairs = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         columns = line.split("\t")
         if (
             len(columns) != 3
