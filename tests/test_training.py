@@ -1,5 +1,7 @@
 """Tests for transformer_book.training (chapter 9): fixed-step training, teacher-forced exact match."""
 
+import json
+
 import pytest
 import torch
 
@@ -126,3 +128,51 @@ def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
         saved = torch.load(handle, map_location="cpu", weights_only=True)
     assert saved["training"] == DATES_TRAINING and saved["config"] == DATES_CONFIG
     assert meta["training"]["steps"] == DATES_TRAINING["steps"]
+
+
+def test_shipped_dates_weights_record_the_environment_that_trained_them():
+    # A seeded CPU run gives the same bits only with the same torch build, kernels and threads
+    # (tools/export_playground.py): both copies say which, in notebooks.environment()'s terms.
+    from importlib.resources import files
+
+    import notebooks
+    import playground_files
+
+    meta = json.loads((playground_files.OUT_DIR / "dates.json").read_text(encoding="utf-8"))
+    with (files("transformer_book") / "weights" / "dates.pt").open("rb") as handle:
+        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    recorded = meta["training"]["environment"]
+    assert saved["environment"] == recorded
+    assert recorded.keys() == notebooks.environment().keys()
+    assert recorded["threads"] == 1 and recorded["torch"].startswith("2.13.0")
+
+
+def test_a_check_names_the_environment_that_differs(capsys):
+    import notebooks
+
+    here = notebooks.environment()
+    older = {**here, "torch": "2.13.0+cu130", "cpu_capability": "AVX2"}
+    assert notebooks.check_outcome(["dates.bin"], "the committed files", recorded=older) == 1
+    err = capsys.readouterr().err
+    assert "differs from the committed files: dates.bin" in err
+    assert "torch: '2.13.0+cu130' there, " + repr(here["torch"]) + " here" in err
+    assert "cpu_capability: 'AVX2' there" in err and "threads:" not in err
+    # the same environment, or no difference at all: no word of it
+    assert notebooks.check_outcome(["dates.bin"], "x", recorded=here) == 1
+    assert "environment" not in capsys.readouterr().err
+    assert notebooks.check_outcome([], "x", recorded=older) == 0
+    assert "environment" not in capsys.readouterr().out
+    notebooks.check_outcome(["dates.bin"], "x", recorded=None)
+    assert "record no environment" in capsys.readouterr().err
+
+
+def test_saved_files_are_compared_without_their_environment(tmp_path):
+    import notebooks
+
+    weights = {"w": torch.arange(4.0), "history": [{"step": 1, "loss": 0.5}]}
+    torch.save({**weights, "environment": {"torch": "a"}}, tmp_path / "old.pt")
+    torch.save({**weights, "environment": {"torch": "b"}}, tmp_path / "new.pt")
+    assert not notebooks.saved_differs(tmp_path / "new.pt", tmp_path / "old.pt", "environment")
+    assert notebooks.saved_differs(tmp_path / "new.pt", tmp_path / "old.pt")
+    torch.save({**weights, "w": torch.tensor([0.0, 1.0, 2.0, 3.5])}, tmp_path / "new.pt")
+    assert notebooks.saved_differs(tmp_path / "new.pt", tmp_path / "old.pt", "environment")

@@ -1,7 +1,8 @@
 """Train the capstone models and export them for the playground (book/playground.md).
 
     python tools/export_playground.py               # every task: train, write the files
-    python tools/export_playground.py --check       # again; fail unless identical
+    python tools/export_playground.py --check       # again; fail unless identical (and
+                                                    # name the environment if it changed)
     python tools/export_playground.py --translator  # only the translator, with its BLEU
 
 The files go to book/_static/playground/. Each task gets two: ``TASK.bin``, every tensor
@@ -9,9 +10,13 @@ of the model's state dict as little-endian float32, one after the other (a tenso
 by several names, as with tied weights, is stored once); and ``TASK.json``: make_model's
 arguments, the vocabularies, the decoding limits and each tensor's name, shape and
 offset (in floats) in the binary file. ``manifest.json`` lists the tasks for the page.
-Training is seeded, with a fixed number of steps on the CPU: the files are the same on
-every run. The number-words model is not trained here: it is the package's final
-checkpoint (``pretrained_numbers_model()``, 2,000 steps of tools/train_numbers.py).
+Training is seeded, with a fixed number of steps on the CPU, one thread: the files are
+the same on every run with the same torch build and CPU kernels. A trained task records
+that environment (``notebooks.environment()``: torch's version, CPU capability, MKL
+version, threads) in its JSON's "training" record and in the package's copy; ``--check``
+compares the files without it, and names it if they differ and it is not this one.
+The number-words model is not trained here: it is the package's final checkpoint
+(``pretrained_numbers_model()``, 2,000 steps of tools/train_numbers.py).
 
 The translator of chapter 14 (``pretrained_translator()``, 1.9 million parameters) is
 exported in 8 bits: each row of a weight matrix as int8 with one float32 scale
@@ -34,7 +39,7 @@ import argparse
 import json
 from pathlib import Path
 
-from notebooks import regenerate_and_compare
+from notebooks import check_outcome, json_differs, regenerate_and_compare, saved_differs
 from playground_files import OUT_DIR
 from playground_tasks import TASKS, train_and_export
 from playground_translator import TRANSLATOR, export_translator
@@ -91,9 +96,35 @@ def main(argv: list[str] | None = None) -> int:
     committed = {path.name: path for path in OUT_DIR.iterdir()}
     committed |= {spec.package_file.name: spec.package_file for spec in TASKS
                   if spec.package_file is not None}
-    different = regenerate_and_compare(export_all, committed)
-    print("identical" if not different else f"different: {different}")
-    return 1 if different else 0
+    different = regenerate_and_compare(export_all, committed, COMPARE)
+    return check_outcome(different, "the committed files", recorded=recorded_environment())
+
+
+def trained_json_differences(new: Path, old: Path) -> list[str]:
+    """A trained task's page file, compared without the record of where it was trained
+    (another machine may give the same bits)."""
+    return [new.name] if json_differs(new, old, ("training", "environment")) else []
+
+
+def package_weights_differences(new: Path, old: Path) -> list[str]:
+    """The package's copy of a trained model, compared without its environment record."""
+    return [new.name] if saved_differs(new, old, "environment") else []
+
+
+COMPARE = {f"{spec.name}.json": trained_json_differences for spec in TASKS
+           if spec.pretrained is None}
+COMPARE |= {spec.package_file.name: package_weights_differences for spec in TASKS
+            if spec.package_file is not None}
+
+
+def recorded_environment() -> dict | None:
+    """The environment the committed trained tasks were made in (None: not recorded)."""
+    for spec in TASKS:
+        path = OUT_DIR / f"{spec.name}.json"
+        if spec.pretrained is None and path.exists():
+            training = json.loads(path.read_text(encoding="utf-8"))["training"]
+            return training.get("environment")
+    return None
 
 
 if __name__ == "__main__":

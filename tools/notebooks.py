@@ -20,7 +20,9 @@ Running:
 Checking generated files (every tool's ``--check``):
     ``regenerate_and_compare(write, committed, compare)``: write into a temporary folder, compare
     (``differing_files``; ``json_differs`` for a record compared without its timings);
-    ``check_outcome(different, committed)``: say what differs (or that nothing does), the exit status.
+    ``check_outcome(different, committed, recorded=...)``: say what differs (or that nothing does), and
+    whether the files were made in another environment (``environment()``: the torch build, CPU kernels,
+    threads that a seeded CPU run's bits depend on); the exit status.
 """
 
 from __future__ import annotations
@@ -370,6 +372,61 @@ def json_differs(new: Path, old: Path, *ignored: tuple[str, ...]) -> bool:
     return documents[0] != documents[1]
 
 
+def saved_differs(new: Path, old: Path, *ignored: str) -> bool:
+    """Whether two ``torch.save`` files of a dict hold other data (tensors compared exactly), each
+    ``ignored`` top-level key left out of both."""
+    import torch
+
+    def same(a, b) -> bool:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                    and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
+        return a == b
+
+    documents = [torch.load(path, map_location="cpu", weights_only=True) for path in (new, old)]
+    for document in documents:
+        for key in ignored:
+            document.pop(key, None)
+    return not same(*documents)
+
+
+def environment() -> dict:
+    """What a seeded training run on the CPU gives other bits under, the code and seed aside: the torch
+    build, the CPU kernels it picks (its capability, MKL's version, any KERNEL_PATHS variable set) and
+    its thread count. Record it beside trained weights; ``check_outcome`` names it when they differ."""
+    import torch
+
+    mkl = re.search(r"Math Kernel Library Version (.+?)(?: for |$)", torch.__config__.show(),
+                    flags=re.MULTILINE)
+    variables = sorted({name for path in KERNEL_PATHS.values() for name in path})
+    return {
+        "torch": str(torch.__version__),  # a str subclass weights_only loading refuses
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl": mkl.group(1) if mkl else None,
+        "threads": torch.get_num_threads(),
+        "kernel_variables": {name: os.environ[name] for name in variables if name in os.environ},
+    }
+
+
+def environment_difference(recorded: Mapping | None, here: Mapping | None = None) -> str | None:
+    """A sentence naming how the ``recorded`` environment differs from ``here`` (default: this one's,
+    ``environment()``), or None if it is the same."""
+    here = environment() if here is None else here
+    if recorded is None:
+        return f"the committed files record no environment; this one is {json.dumps(here)}"
+    changed = {key: (recorded.get(key), here.get(key)) for key in sorted(set(recorded) | set(here))
+               if recorded.get(key) != here.get(key)}
+    if not changed:
+        return None
+    return ("the committed files were made in another environment (a seeded CPU run gives the same "
+            "bits only with the same torch build, kernels and threads): "
+            + "; ".join(f"{key}: {old!r} there, {new!r} here" for key, (old, new) in changed.items()))
+
+
 def differing_files(scratch: Path, committed: Path | Mapping[str, Path],
                     compare: Mapping[str, Compare] | None = None,
                     written: Iterable[Path] | None = None) -> list[str]:
@@ -401,10 +458,18 @@ def regenerate_and_compare(write: Callable[[Path], object], committed: Path | Ma
         return differing_files(Path(folder), committed, compare, paths)
 
 
-def check_outcome(different: list[str], committed: object, same: str = "identical") -> int:
-    """Print what differs from ``committed`` (to stderr) or ``same``; the exit status of ``--check``."""
+_UNSET = object()
+
+
+def check_outcome(different: list[str], committed: object, same: str = "identical",
+                  recorded: Mapping | None | object = _UNSET) -> int:
+    """Print what differs from ``committed`` (to stderr) or ``same``; the exit status of ``--check``.
+    Given the environment the committed files ``recorded`` (``environment()``'s dict, or None for
+    files that record none), a difference also says how that environment differs from this one."""
     if different:
         print(f"differs from {committed}: {', '.join(different)}", file=sys.stderr)
+        if recorded is not _UNSET and (why := environment_difference(recorded)):
+            print(why, file=sys.stderr)
         return 1
     print(same)
     return 0

@@ -1,6 +1,7 @@
 """The playground's tasks of chapters 9 and 12 (dates, number words): train or load, then export.
 
-Training is seeded, with a fixed number of steps on the CPU: the files are the same on every run.
+Training is seeded, with a fixed number of steps on the CPU, one thread: the files are the same on
+every run with the same torch build and CPU kernels (recorded: ``notebooks.environment()``).
 The number-words model is not trained here: it is the package's final checkpoint
 (``pretrained_numbers_model()``, 2,000 steps of tools/train_numbers.py). Each task's page metadata
 holds held-out examples the model gets right, and one it gets wrong if there is one.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT
+from notebooks import REPO_ROOT, environment
 from playground_files import OUT_DIR, export_model, load_model
 
 
@@ -168,11 +169,13 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         if spec.pretrained is not None:  # the package's weights, trained by their tool
             model, history = resolve(spec.pretrained)()
             training = {**training, "steps": history[-1]["step"]}
+            made_in = None
         else:
             model, history = train_model(task, **training, device="cpu", config=config)
+            made_in = environment()  # what these bits depend on, besides the code and seed
         model = model.cpu().eval()
         if spec.package_file is not None:
-            save_for_package(model, task, config, training, history, spec, out_dir)
+            save_for_package(model, task, config, training, history, spec, out_dir, made_in)
         config = {
             "source_vocab": len(task.source_vocab),
             "target_vocab": len(task.target_vocab),
@@ -202,6 +205,8 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         }
         if spec.pretrained is not None:
             meta["training"]["loaded_with"] = spec.pretrained
+        else:
+            meta["training"]["environment"] = made_in
         json_path, bin_path = export_model(model, meta, spec.name, out_dir)
         check_round_trip(model, json_path)
         manifest.append(spec.name)
@@ -212,10 +217,12 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
     return manifest
 
 
-def save_for_package(model, task, config, training, history, spec, out_dir) -> Path:
+def save_for_package(model, task, config, training, history, spec, out_dir,
+                     made_in=None) -> Path:
     """The package's copy of the trained model (torch.save of plain tensors and numbers,
-    loadable with weights_only=True), with the history train_model returned. Written
-    next to the playground files when exporting elsewhere (``--check``)."""
+    loadable with weights_only=True), with the history train_model returned and the
+    environment that trained it (``notebooks.environment()``). Written next to the
+    playground files when exporting elsewhere (``--check``)."""
     path = spec.package_file if out_dir == OUT_DIR else out_dir / spec.package_file.name
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
@@ -226,6 +233,7 @@ def save_for_package(model, task, config, training, history, spec, out_dir) -> P
             "target_vocab": len(task.target_vocab),
             "state_dict": {name: value.clone() for name, value in model.state_dict().items()},
             "history": history,
+            "environment": made_in,
         },
         path,
     )
