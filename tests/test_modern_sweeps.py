@@ -66,22 +66,25 @@ def spread(arm: str) -> float:
 
 
 def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs():
-    # "the modern block and GPT-2's end level": closer than either's seeds spread
-    assert abs(mean(perplexities("modern")) - mean(perplexities("gpt2"))) < 0.1 * min(
-        spread("modern"), spread("gpt2"))
-    # "RMSNorm -> LayerNorm changes nothing the seeds can tell apart": the ranges overlap
-    assert min(perplexities("layernorm")) < max(perplexities("modern"))
-    assert min(perplexities("modern")) < max(perplexities("layernorm"))
-    # "a learned table is a little better, with every seed"; "multi-head is better with every
-    # seed too" (the same seed draws the same batches for every arm)
-    for arm in ("learned", "mha"):
-        pairs = zip(perplexities(arm), perplexities("modern"))
-        assert all(theirs < modern for theirs, modern in pairs), arm
-        assert mean(perplexities("modern")) - mean(perplexities(arm)) < spread("modern")
+    # "GPT-2's block is ahead of the modern one ... lower with every seed" (the same seed draws
+    # the same batches for every arm)
+    assert all(gpt2 < modern for gpt2, modern in zip(perplexities("gpt2"), perplexities("modern")))
+    # "RMSNorm -> LayerNorm changes nothing the seeds can tell apart", "grouped-query ->
+    # multi-head attention ... either": the ranges overlap
+    for arm in ("layernorm", "mha"):
+        assert min(perplexities(arm)) < max(perplexities("modern")), arm
+        assert min(perplexities("modern")) < max(perplexities(arm)), arm
+    # "a learned table is a little better, with every seed"
+    pairs = zip(perplexities("learned"), perplexities("modern"))
+    assert all(learned < modern for learned, modern in pairs)
+    assert mean(perplexities("modern")) - mean(perplexities("learned")) < spread("modern")
+    # "no change undone on its own brings the modern block to GPT-2's level"
+    assert all(mean(perplexities(arm)) > max(perplexities("gpt2"))
+               for arm in SWEEP["runs"] if arm != "gpt2")
     # "SwiGLU -> a GELU layer is much worse on average and unsteady"
     others = [mean(perplexities(arm)) for arm in SWEEP["runs"] if arm != "gelu"]
     assert mean(perplexities("gelu")) > max(others) + 50
-    assert spread("gelu") > 10 * spread("modern")
+    assert spread("gelu") > 5 * spread("modern")
 
 
 def test_the_runs_are_shorter_than_the_poets_and_still_far_from_it():
@@ -95,16 +98,22 @@ def test_the_runs_are_shorter_than_the_poets_and_still_far_from_it():
 
 
 def test_chapter_16s_words_on_length_hold_on_the_recorded_runs():
-    # "the order is the same with every seed": verses 5-8 over verses 1-4, ALiBi lowest, then
-    # NoPE, rotary positions and the sinusoids, each seed's runs compared with the same seed's
+    # verses 5-8 over verses 1-4: "ALiBi is first and the sinusoids last with every seed", "NoPE
+    # next, on average", then rotary positions; "NoPE and rotary positions trade places with one
+    # seed of the three"; each seed's runs compared with the same seed's
     order = ["alibi", "none", "rotary", "sinusoidal"]
+    ratios = {arm: {} for arm in order}
     for seed in LENGTH["runs"]["alibi"]:
-        ratios = []
         for arm in order:
             first, second = halves(arm, seed)
-            ratios.append(second / first)
-        assert ratios == sorted(ratios) and ratios[0] > 1, (seed, ratios)
+            ratios[arm][seed] = second / first
+        assert 1 < ratios["alibi"][seed] < min(ratios[arm][seed] for arm in order[1:3])
+        assert ratios["sinusoidal"][seed] > max(ratios[arm][seed] for arm in order[:3])
         assert halves("learned", seed)[1] is None  # "cannot be asked"
+    means = [mean(list(ratios[arm].values())) for arm in order]
+    assert means == sorted(means)
+    nope_first = sum(ratios["none"][seed] < ratios["rotary"][seed] for seed in ratios["none"])
+    assert nope_first == len(ratios["none"]) - 1
     # "within the trained length ... the learned table is best on verses 1-4, ALiBi and NoPE the
     # worst" (means over seeds)
     first_half = {arm: mean([halves(arm, seed)[0] for seed in runs])

@@ -1,6 +1,6 @@
 """Length beyond training (chapter 16): five position schemes trained on four-verse poems, recorded.
 
-    python tools/train_length_sweep.py                 # every arm and seed (12 min on the shared 2-core machine)
+    python tools/train_length_sweep.py                 # every arm and seed (2.3 min on the idle 2-core machine)
     python tools/train_length_sweep.py --check         # retrain one arm; exit 1 unless identical
     python tools/train_length_sweep.py --check --arm alibi
 

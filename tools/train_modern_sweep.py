@@ -1,6 +1,6 @@
 """What each of Llama's changes buys on the poems (chapter 16): a seeded sweep, recorded.
 
-    python tools/train_modern_sweep.py                 # every arm and seed (32 min on the shared 2-core machine)
+    python tools/train_modern_sweep.py                 # every arm and seed (5.2 min on the idle 2-core machine)
     python tools/train_modern_sweep.py --check         # retrain one arm (3 runs); exit 1 unless identical
     python tools/train_modern_sweep.py --check --arm gpt2
 
