@@ -1,5 +1,6 @@
 """tools/train_numbers.py on a toy budget: two runs write identical files, the checkpoints are points
-of one run, and --check's comparison finds a changed weight or decoding. (The real run takes about 7
+of one run, both record the environment that trained them, and --check's comparison finds a changed
+weight or decoding (not a changed environment). (The real run takes about 7
 minutes; ``python tools/train_numbers.py --check`` repeats it in full.)"""
 
 import json
@@ -7,6 +8,7 @@ import json
 import torch
 
 import train_numbers as tool
+from notebooks import environment
 
 
 def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, tmp_path):
@@ -21,6 +23,13 @@ def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, t
     record = json.loads((first / tool.RUNS_FILE).read_text(encoding="utf-8"))
     assert set(record["checkpoints"]["6"]["decoders"]) == set(tool.DECODERS)
     assert len(record["checkpoints"]["6"]["right answer log p"]) == 40
+    # both files record the environment that trained them; a check compares them without it
+    assert saved["environment"] == record["environment"] == environment()
+    other = {**environment(), "torch": "2.13.0+cu130"}
+    torch.save({**saved, "environment": other}, second / tool.WEIGHTS_FILE)
+    (second / tool.RUNS_FILE).write_text(json.dumps({**record, "environment": other}),
+                                         encoding="utf-8")
+    assert tool.differences(second, first) == []
 
     name = next(iter(saved["checkpoints"][6]))
     saved["checkpoints"][6][name] = saved["checkpoints"][6][name] + 1
@@ -31,3 +40,14 @@ def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, t
         f"{tool.WEIGHTS_FILE}: checkpoint 6, tensor {name}",
         f"{tool.RUNS_FILE}: decodings",
     ]
+
+
+def test_check_reads_the_environment_the_shipped_files_record(monkeypatch, tmp_path):
+    # --check names how this environment differs from the one the shipped files record
+    monkeypatch.setattr(tool, "WEIGHTS_DIR", tmp_path)
+    assert tool.recorded_environment() is None  # no files
+    (tmp_path / tool.RUNS_FILE).write_text(json.dumps({"checkpoints": {}}), encoding="utf-8")
+    assert tool.recorded_environment() is None  # files that record none
+    made_in = {**environment(), "cpu_capability": "AVX2"}
+    (tmp_path / tool.RUNS_FILE).write_text(json.dumps({"environment": made_in}), encoding="utf-8")
+    assert tool.recorded_environment() == made_in

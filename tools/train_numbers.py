@@ -19,7 +19,10 @@ log-probabilities that split the errors into search and model errors. It writes
   configuration and the longest run's loss history (``pretrained_numbers_model()`` loads them);
 * ``src/transformer_book/weights/numbers_runs.json``: the decodings (chapter 12 reads them).
 
-Everything runs on the CPU with one thread, so a second run writes the same files.
+Both record the environment that trained them (``notebooks.environment()``: the torch build, its
+CPU kernels, the thread count). Everything runs on the CPU with one thread, so a second run in the
+same environment writes the same files; ``--check`` compares them without that record and, when
+they differ, names how this environment differs from the recorded one.
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
+from notebooks import (
+    REPO_ROOT,
+    check_outcome,
+    differing_files,
+    environment,
+    json_differs,
+    regenerate_and_compare,
+)
 from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob
 from transformer_book.masking import padding_mask
 from transformer_book.model import make_model
@@ -96,6 +106,7 @@ def evaluate(saved_state: dict, task, held_out_task, pairs) -> dict:
 
 def train_all() -> tuple[dict, dict]:
     torch.set_num_threads(1)
+    made_in = environment()  # what the bits depend on, besides the code and seed
     started = time.perf_counter()
     task, held_out_task = numbers_task(), numbers_task(held_out=True)
     pairs = held_out_task.pairs(HELD_OUT, seed=HELD_OUT_SEED)
@@ -115,6 +126,7 @@ def train_all() -> tuple[dict, dict]:
         "training": dict(NUMBERS_TRAINING, steps=CHECKPOINT_STEPS[-1]),
         "checkpoints": checkpoints,
         "history": longest,
+        "environment": made_in,
     }
     record = {
         "settings": {
@@ -125,6 +137,7 @@ def train_all() -> tuple[dict, dict]:
             "config": NUMBERS_CONFIG,
         },
         "checkpoints": runs,
+        "environment": made_in,
         "seconds": time.perf_counter() - started,
     }
     return saved, record
@@ -138,7 +151,8 @@ def write(saved: dict, record: dict, folder: Path) -> None:
 
 
 def weights_differences(new: Path, old: Path) -> list[str]:
-    """What differs between two numbers.pt: each checkpoint's tensors, then the rest."""
+    """What differs between two numbers.pt: each checkpoint's tensors, then the rest (the
+    environment that trained them aside)."""
     found = []
     ours = torch.load(new, weights_only=True)
     theirs = torch.load(old, weights_only=True)
@@ -146,21 +160,23 @@ def weights_differences(new: Path, old: Path) -> list[str]:
         for name, value in state.items():
             if not torch.equal(ours["checkpoints"].get(steps, {}).get(name, torch.empty(0)), value):
                 found.append(f"{WEIGHTS_FILE}: checkpoint {steps}, tensor {name}")
-    if {k: v for k, v in ours.items() if k != "checkpoints"} != {k: v for k, v in theirs.items() if k != "checkpoints"}:
+    aside = ("checkpoints", "environment")
+    if {k: v for k, v in ours.items() if k not in aside} != {k: v for k, v in theirs.items() if k not in aside}:
         found.append(f"{WEIGHTS_FILE}: configuration or history")
     return found
 
 
 def runs_differences(new: Path, old: Path) -> list[str]:
-    """Whether two numbers_runs.json record other decodings (the time aside)."""
-    return [f"{RUNS_FILE}: decodings"] if json_differs(new, old, ("seconds",)) else []
+    """Whether two numbers_runs.json record other decodings (the time and environment aside)."""
+    return [f"{RUNS_FILE}: decodings"] if json_differs(new, old, ("seconds",), ("environment",)) else []
 
 
 COMPARE = {WEIGHTS_FILE: weights_differences, RUNS_FILE: runs_differences}
 
 
 def differences(new: Path, old: Path) -> list[str]:
-    """What differs between the files written to ``new`` and those in ``old`` (the time aside)."""
+    """What differs between the files written to ``new`` and those in ``old`` (the time and
+    environment aside)."""
     return differing_files(new, old, COMPARE)
 
 
@@ -176,10 +192,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {WEIGHTS_FILE} and {RUNS_FILE} ({size / 1e6:.2f} MB) to {WEIGHTS_DIR}")
         return 0
     found = regenerate_and_compare(lambda folder: write(saved, record, folder), WEIGHTS_DIR, COMPARE)
-    # the shipped files record no environment (a seeded CPU run's bits depend on the torch build):
-    # a difference then says which environment this is
+    # a seeded CPU run's bits depend on the torch build: a difference names how this environment
+    # differs from the one the shipped files record
     return check_outcome(found, "the shipped files",
-                         same="identical to the shipped files (the time aside)", recorded=None)
+                         same="identical to the shipped files (the time aside)",
+                         recorded=recorded_environment())
+
+
+def recorded_environment() -> dict | None:
+    """The environment the shipped numbers_runs.json was made in (None: it records none)."""
+    path = WEIGHTS_DIR / RUNS_FILE
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("environment")
 
 
 if __name__ == "__main__":

@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = regenerate_and_compare(lambda folder: write(merges, saved, record, folder, folder),
                                    shipped(WEIGHTS_DIR, DATA_DIR), COMPARE)
-    return check_outcome(found, "the shipped files",  # recorded=None: as train_numbers.py
+    return check_outcome(found, "the shipped files",  # recorded=None: they record none
                          same="identical to the shipped files (timings aside)", recorded=None)
 
 
