@@ -51,3 +51,13 @@ def test_check_reads_the_environment_the_shipped_files_record(monkeypatch, tmp_p
     made_in = {**environment(), "cpu_capability": "AVX2"}
     (tmp_path / tool.RUNS_FILE).write_text(json.dumps({"environment": made_in}), encoding="utf-8")
     assert tool.recorded_environment() == made_in
+
+
+def test_shipped_numbers_files_record_the_environment_that_trained_them():
+    # A seeded CPU run gives the same bits only with the same torch build, kernels and threads:
+    # both shipped files say which, and --check names it when its files differ.
+    saved = torch.load(tool.WEIGHTS_DIR / tool.WEIGHTS_FILE, weights_only=True)
+    recorded = tool.recorded_environment()
+    assert saved["environment"] == recorded
+    assert recorded.keys() == environment().keys()
+    assert recorded["threads"] == 1 and recorded["torch"].startswith("2.13.0")
