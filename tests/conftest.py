@@ -31,8 +31,6 @@ def browser():
 def pytest_configure(config):
     """With BOOK_NBVAL_KERNELS set (scripts/test.sh), nbval runs each chapter on a simulated
     device with another CPU's kernels (tests/simulated_nbval.py)."""
-    from simulated_nbval import VARIABLE, SimulatedDevices
+    from simulated_nbval import register
 
-    kernels = os.environ.get(VARIABLE)
-    if kernels and config.getoption("nbval", default=False):
-        config.pluginmanager.register(SimulatedDevices(kernels), "simulated-devices")
+    register(config)

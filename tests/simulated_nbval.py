@@ -76,15 +76,21 @@ def kernel_output(kernel, code: str) -> str:
     return "".join(printed)
 
 
+def register(config) -> None:
+    """Register the plugin if ``BOOK_NBVAL_KERNELS`` is set and nbval runs (tests/conftest.py)."""
+    kernels = os.environ.get(VARIABLE)
+    if kernels and config.getoption("nbval", default=False):
+        config.pluginmanager.register(SimulatedDevices(kernels), "simulated-devices")
+
+
 class SimulatedDevices:
-    """The pytest plugin (registered by tests/conftest.py when ``BOOK_NBVAL_KERNELS`` is set)."""
+    """The pytest plugin (``register``)."""
 
     def __init__(self, kernels: str):
         from notebooks import KERNEL_PATHS
 
         if kernels not in KERNEL_PATHS:
             raise ValueError(f"{VARIABLE}={kernels!r}: expected one of {sorted(KERNEL_PATHS)}")
-        self.kernels = kernels
         self.kernel_environment = KERNEL_PATHS[kernels]
         self.folder = tempfile.TemporaryDirectory(prefix="book-ipython-")
         startup = Path(self.folder.name) / "profile_default" / "startup"

@@ -40,9 +40,9 @@ def run_nbval(folder: Path, **notebooks: dict) -> str:
         (folder / f"{name}.ipynb").write_text(json.dumps(content), encoding="utf-8")
     # the plugin, as tests/conftest.py registers it
     (folder / "conftest.py").write_text(
-        "import os\nfrom simulated_nbval import SimulatedDevices\n\n"
+        "from simulated_nbval import register\n\n"
         "def pytest_configure(config):\n"
-        f"    config.pluginmanager.register(SimulatedDevices(os.environ[{VARIABLE!r}]))\n",
+        "    register(config)\n",
         encoding="utf-8")
     environment = {**os.environ, VARIABLE: "native",
                    "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent / "tools")])}

@@ -458,17 +458,14 @@ def regenerate_and_compare(write: Callable[[Path], object], committed: Path | Ma
         return differing_files(Path(folder), committed, compare, paths)
 
 
-_UNSET = object()
-
-
 def check_outcome(different: list[str], committed: object, same: str = "identical",
-                  recorded: Mapping | None | object = _UNSET) -> int:
+                  recorded: Mapping | None = None) -> int:
     """Print what differs from ``committed`` (to stderr) or ``same``; the exit status of ``--check``.
-    Given the environment the committed files ``recorded`` (``environment()``'s dict, or None for
-    files that record none), a difference also says how that environment differs from this one."""
+    A difference also says how the environment the committed files ``recorded`` (``environment()``'s
+    dict; None: they record none) differs from this one."""
     if different:
         print(f"differs from {committed}: {', '.join(different)}", file=sys.stderr)
-        if recorded is not _UNSET and (why := environment_difference(recorded)):
+        if why := environment_difference(recorded):
             print(why, file=sys.stderr)
         return 1
     print(same)

@@ -105,4 +105,4 @@ def main(argv: list[str] | None, description: str, sweep_and_write: Callable[...
         lambda folder: sweep_and_write(folder, [args.arm], args.seeds, budget, args.workers),
         args.out, {record_file: same_arm(args.arm)})
     print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
-    return check_outcome(different, args.out, recorded=None)  # the files record no environment
+    return check_outcome(different, args.out)

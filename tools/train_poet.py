@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
     result = results[0]
     print(f"retrained in {result['minutes']:.1f} min")
-    return check_outcome(different, args.out, recorded=None)  # the files record no environment
+    return check_outcome(different, args.out)
 
 
 if __name__ == "__main__":

@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = regenerate_and_compare(lambda folder: write(merges, saved, record, folder, folder),
                                    shipped(WEIGHTS_DIR, DATA_DIR), COMPARE)
-    return check_outcome(found, "the shipped files",  # recorded=None: they record none
-                         same="identical to the shipped files (timings aside)", recorded=None)
+    return check_outcome(found, "the shipped files",
+                         same="identical to the shipped files (timings aside)")
 
 
 if __name__ == "__main__":
