@@ -23,7 +23,7 @@ import time
 import torch
 from torch import nn
 
-from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book import MultiHeadAttention, load_torch_attention
 
 
 def step(layer: nn.Module, x: torch.Tensor, need_weights: bool, is_ours: bool) -> float:
@@ -72,7 +72,7 @@ def main() -> int:
                     times[is_ours].append(elapsed)
         ours_ms = 1000 * statistics.median(times[True])
         torch_ms = 1000 * statistics.median(times[False])
-        print(f"need_weights={str(need_weights):6s} {ours_ms:10.2f} {torch_ms:11.2f} {ours_ms / torch_ms:7.2f}")
+        print(f"need_weights={need_weights!s:6s} {ours_ms:10.2f} {torch_ms:11.2f} {ours_ms / torch_ms:7.2f}")
     return 0
 
 

@@ -25,8 +25,15 @@ import time
 import torch
 from torch import nn
 
-from transformer_book import LabelSmoothingLoss, OutputLayer, padding_mask, subsequent_mask
-from transformer_book.model import EmbeddingWithPositions, make_model, sequence_loss
+from transformer_book import (
+    EmbeddingWithPositions,
+    LabelSmoothingLoss,
+    OutputLayer,
+    make_model,
+    padding_mask,
+    sequence_loss,
+    subsequent_mask,
+)
 
 PAD, START = 0, 1
 
@@ -80,10 +87,7 @@ def random_batch(batch: int, length: int, vocab: int, generator: torch.Generator
 def tatoeba_batches(max_tokens: int, seed: int = 0):
     """(source ids, target ids) batches of the Tatoeba training pairs, as chapter 14 trains on them,
     and the two vocabulary sizes."""
-    from transformer_book.batching import length_batches, pad_rows
-    from transformer_book.subwords import read_merges
-    from transformer_book.tatoeba import tatoeba_split
-    from transformer_book.translation import Translator
+    from transformer_book import Translator, length_batches, pad_rows, read_merges, tatoeba_split
 
     pairs = tatoeba_split("train")
     translator = Translator.untrained(pairs, read_merges(), {"num_layers": 1, "d_model": 8, "d_ff": 8, "heads": 1})

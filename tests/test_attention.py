@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.attention import check_mask, scaled_dot_product_attention
+from transformer_book import check_mask, scaled_dot_product_attention
 
 
 def random_qkv(*leading, queries=5, keys=7, d_k=8, d_v=6, dtype=torch.float32, seed=0):

@@ -6,7 +6,7 @@ from itertools import pairwise
 import pytest
 import torch
 
-from transformer_book.batching import length_batches, pad_rows, padding_share
+from transformer_book import length_batches, pad_rows, padding_share
 
 
 def test_every_example_once_and_every_batch_within_the_budget():

@@ -7,8 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import Decoder, DecoderLayer, padding_mask, subsequent_mask, target_mask
-from transformer_book.decoder import load_torch_decoder_layer
+from transformer_book import Decoder, DecoderLayer, load_torch_decoder_layer, padding_mask, subsequent_mask, target_mask
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
 PAD = 0

@@ -10,11 +10,20 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import Decoder, DecoderLayer, EncoderLayer, padding_mask, subsequent_mask
-from transformer_book.attention import scaled_dot_product_attention
-from transformer_book.decoder import load_torch_decoder_layer
-from transformer_book.decoding import beam_search, greedy_decode, sample_decode
-from transformer_book.model import load_torch_transformer, make_model
+from transformer_book import (
+    Decoder,
+    DecoderLayer,
+    EncoderLayer,
+    beam_search,
+    greedy_decode,
+    load_torch_decoder_layer,
+    load_torch_transformer,
+    make_model,
+    padding_mask,
+    sample_decode,
+    scaled_dot_product_attention,
+    subsequent_mask,
+)
 
 PAD, START, END = 0, 1, 2
 SMALL = dict(num_layers=2, d_model=32, d_ff=64, heads=4)

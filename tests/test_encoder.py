@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import Encoder, EncoderLayer
-from transformer_book.encoder import load_torch_encoder_layer
+from transformer_book import Encoder, EncoderLayer, load_torch_encoder_layer
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
 

@@ -4,9 +4,18 @@ with Hugging Face's GPT-2 in float64, the cache, bad input, and the poet."""
 import pytest
 import torch
 
-from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, causal_mask, gpt_from_hf, hf_parameter_pairs
-from transformer_book.poems import PoemVocabulary
-from transformer_book.poet import Poet, regular_form, train_lm
+from transformer_book import (
+    GPT,
+    GPTConfig,
+    PoemVocabulary,
+    Poet,
+    causal_lm_loss,
+    causal_mask,
+    gpt_from_hf,
+    hf_parameter_pairs,
+    regular_form,
+    train_lm,
+)
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()

@@ -10,7 +10,7 @@ import subprocess
 
 from test_notebook_style import REPO_ROOT, ruff
 
-LINTED = ["src/transformer_book", "src/book_charts", "src/book_exercises", "tests", "tools", "book/_ext"]
+LINTED = ["src/transformer_book", "src/book_charts", "src/book_exercises", "tests", "tools", "scripts", "book/_ext"]
 CONFIG = REPO_ROOT / "pyproject.toml"
 
 

@@ -14,12 +14,13 @@ from transformer_book import (
     EncoderLayer,
     MultiHeadAttention,
     PositionalEncoding,
+    check_attention_mask,
+    load_torch_attention,
     padding_mask,
     scaled_dot_product_attention,
     subsequent_mask,
     target_mask,
 )
-from transformer_book.multihead import check_attention_mask, load_torch_attention
 
 PAD = 0
 

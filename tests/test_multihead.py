@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book.attention import scaled_dot_product_attention
-from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book import MultiHeadAttention, load_torch_attention, scaled_dot_product_attention
 
 
 def pair(d_model=32, heads=4, bias=True, seed=0):

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from transformer_book.numerals import (
+from transformer_book import (
     CHINESE_CHARACTERS,
     ENGLISH_WORDS,
     LARGEST,
@@ -162,8 +162,7 @@ def test_the_package_reexports_the_task():
 def test_trained_numbers_model_checkpoints_and_final_accuracy():
     from importlib.resources import files
 
-    from transformer_book import pretrained_numbers_model
-    from transformer_book.training import exact_match_accuracy
+    from transformer_book import exact_match_accuracy, pretrained_numbers_model
 
     weights = files("transformer_book") / "weights"
     assert (weights / "numbers.pt").stat().st_size < 3_000_000  # every checkpoint, half precision

@@ -557,7 +557,7 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     weights_dir.mkdir()
     half = {name: t.half() for name, t in model.state_dict().items()}
     torch.save({"config": settings, "characters": vocab.tokens[3:], "weights": half},
-               weights_dir / exporter.WEIGHTS_FILE)
+               weights_dir / exporter.POET_WEIGHTS)
     history = {"training": {"steps": 1, "batch_size": 1}, "held_out_perplexity": 1.0,
                "losses": [1.0]}
     (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")

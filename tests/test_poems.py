@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 import torch
 
-from transformer_book.poems import (
+from transformer_book import (
     HELD_OUT,
     PoemVocabulary,
     poem_split,

@@ -7,13 +7,15 @@ import warnings
 import pytest
 import torch
 
-from transformer_book import Embeddings, PositionalEncoding, sinusoidal_table
-from transformer_book.validation import (
+from transformer_book import (
+    Embeddings,
+    PositionalEncoding,
     check_dropout,
     check_features,
     check_positive,
     check_tensor,
     check_token_ids,
+    sinusoidal_table,
 )
 
 

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 import torch
 
-from transformer_book.subwords import (
+from transformer_book import (
     BYTE_SYMBOLS,
     BytePairEncoding,
     SubwordVocabulary,
@@ -18,10 +18,10 @@ from transformer_book.subwords import (
     pre_tokenize,
     pre_tokenize_bytes,
     read_merges,
+    tatoeba_split,
     text_from_bytes,
     word_symbols,
 )
-from transformer_book.tatoeba import tatoeba_split
 
 TOY = ["low low low low low", "lower lower", "newest newest newest newest newest newest",
        "widest widest widest"]

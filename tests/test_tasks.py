@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from transformer_book.tasks import Task, Vocabulary, dates_task
+from transformer_book import Task, Vocabulary, dates_task
 
 
 def test_vocabulary_special_ids_and_round_trip():
@@ -76,7 +76,7 @@ def test_dates_pairs_are_deterministic_and_correct():
 
 
 def _month(name: str) -> int:
-    from transformer_book.tasks import MONTHS
+    from transformer_book import MONTHS
 
     return MONTHS.index(name) + 1
 

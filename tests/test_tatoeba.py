@@ -5,7 +5,7 @@ import lzma
 
 import pytest
 
-from transformer_book.tatoeba import (
+from transformer_book import (
     SPLIT_SIZES,
     bare,
     english_keys,

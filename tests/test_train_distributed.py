@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import train_distributed as tool
-from transformer_book.distributed import (
+from transformer_book import (
     autocast_context,
     launch,
     micro_batch_index,
@@ -36,7 +36,7 @@ SEVERAL_RUNS = """import json, sys
 
 import torch.distributed as dist
 
-from transformer_book.distributed import train_distributed
+from transformer_book import train_distributed
 
 end_group, dist.destroy_process_group = dist.destroy_process_group, lambda *args: None
 records = [train_distributed(arguments) for arguments in json.loads(sys.argv[1])]

@@ -24,7 +24,7 @@ def toy(monkeypatch):
 def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, monkeypatch):
     first = tool.train_and_write(tmp_path / "first", steps=3)
     tool.train_and_write(tmp_path / "second", steps=3)
-    for name in (recipe.WEIGHTS_FILE, recipe.HISTORY_FILE):
+    for name in (recipe.POET_WEIGHTS, recipe.HISTORY_FILE):
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
     history = json.loads((tmp_path / "first" / recipe.HISTORY_FILE).read_text(encoding="utf-8"))
     assert len(history["losses"]) == 3 and history["training"]["steps"] == 3
@@ -37,7 +37,7 @@ def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, monk
 
 def test_the_stored_weights_load_back_as_the_trained_model(toy, tmp_path):
     tool.train_and_write(tmp_path, steps=2)
-    stored = torch.load(io.BytesIO((tmp_path / recipe.WEIGHTS_FILE).read_bytes()))
+    stored = torch.load(io.BytesIO((tmp_path / recipe.POET_WEIGHTS).read_bytes()))
     assert all(tensor.dtype == torch.float16 for tensor in stored["weights"].values())
     poet, _ = recipe.train_poet(steps=2)
     vocab = recipe.PoemVocabulary(stored["characters"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train_translator as tool
-from transformer_book.tatoeba import tatoeba_split
+from transformer_book import tatoeba_split
 
 
 @pytest.fixture()
@@ -48,16 +48,16 @@ def test_two_runs_write_identical_files_and_a_change_is_found(toy, tmp_path):
     assert all(len(outputs) == 6 for outputs in run["test"].values())
     assert [entry["epoch"] for entry in run["history"]] == [1]  # max_steps=3 ends the first epoch
 
-    saved = torch.load(second / tool.WEIGHTS_FILE, weights_only=True)
+    saved = torch.load(second / tool.TRANSLATOR_WEIGHTS, weights_only=True)
     name = next(iter(saved["state_dict"]))
     saved["state_dict"][name] = saved["state_dict"][name] + 1
-    torch.save(saved, second / tool.WEIGHTS_FILE)
+    torch.save(saved, second / tool.TRANSLATOR_WEIGHTS)
     (second / tool.MERGES_FILE).write_text("a b\n", encoding="utf-8")
     runs = json.loads((second / tool.RUNS_FILE).read_text(encoding="utf-8"))
     runs["runs"][tool.SHIPPED_RUN]["test"]["last beam"][0] += "!"
     (second / tool.RUNS_FILE).write_text(json.dumps(runs), encoding="utf-8")
     found = tool.differences(second, first, first)
-    assert found == [tool.MERGES_FILE, f"{tool.WEIGHTS_FILE}: tensor {name}",
+    assert found == [tool.MERGES_FILE, f"{tool.TRANSLATOR_WEIGHTS}: tensor {name}",
                      f"{tool.RUNS_FILE}: histories or translations"]
 
 

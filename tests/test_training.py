@@ -5,10 +5,15 @@ import json
 import pytest
 import torch
 
-from transformer_book.masking import padding_mask, subsequent_mask
-from transformer_book.model import make_model
-from transformer_book.tasks import dates_task
-from transformer_book.training import DATES_CONFIG, exact_match_accuracy, train_model
+from transformer_book import (
+    DATES_CONFIG,
+    dates_task,
+    exact_match_accuracy,
+    make_model,
+    padding_mask,
+    subsequent_mask,
+    train_model,
+)
 
 TINY = dict(num_layers=1, d_model=16, d_ff=32, heads=2, dropout=0.0)
 
@@ -18,7 +23,7 @@ def count(model):
 
 
 def test_dates_config_is_small():
-    from transformer_book.model import make_model
+    from transformer_book import make_model
 
     task = dates_task()
     model = make_model(len(task.source_vocab), len(task.target_vocab), **DATES_CONFIG)
@@ -92,7 +97,7 @@ def test_a_shorter_run_is_the_start_of_a_longer_one():
 
 
 def test_shipped_dates_model_is_chapter_9s_configuration_and_training():
-    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
+    from transformer_book import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
 
     model, history = pretrained_dates_model()
     assert not model.training  # eval mode: no dropout when decoding
@@ -106,7 +111,7 @@ def test_shipped_dates_model_is_chapter_9s_configuration_and_training():
 
 
 def test_shipped_dates_model_passes_chapter_9s_test():
-    from transformer_book.training import exact_match_accuracy, pretrained_dates_model
+    from transformer_book import exact_match_accuracy, pretrained_dates_model
 
     model, _ = pretrained_dates_model()
     held_out = dates_task(held_out=True).pairs(1000, seed=1)
@@ -117,7 +122,7 @@ def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
     from importlib.resources import files
 
     import playground_files  # tools/ is on the path (pytest's pythonpath)
-    from transformer_book.training import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
+    from transformer_book import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
     playground, meta = playground_files.load_model(
         playground_files.OUT_DIR / "dates.json"
     )

@@ -7,10 +7,7 @@ from importlib.resources import files
 import pytest
 import torch
 
-from transformer_book import translation
-from transformer_book.subwords import read_merges
-from transformer_book.tatoeba import tatoeba_split
-from transformer_book.translation import (
+from transformer_book import (
     TRANSLATION_CONFIG,
     TRANSLATION_TRAINING,
     Translator,
@@ -19,8 +16,11 @@ from transformer_book.translation import (
     load_translator,
     mean_token_loss,
     pretrained_translator,
+    read_merges,
+    tatoeba_split,
     train_recipe,
     train_translator,
+    translation,
     translator_state,
 )
 

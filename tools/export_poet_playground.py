@@ -31,7 +31,7 @@ import torch
 from notebooks import REPO_ROOT, regenerate_and_compare
 from transformer_book.gpt import GPT, GPTConfig
 from transformer_book.poems import PoemVocabulary
-from transformer_book.poet import HISTORY_FILE, WEIGHTS_FILE, Poet
+from transformer_book.poet import HISTORY_FILE, POET_WEIGHTS, Poet
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
@@ -49,7 +49,7 @@ PARITY_PROMPTS = [("", False), ("风", False), ("江上", True), ("故人西辞�
 
 def read_shipped(weights_dir: Path = WEIGHTS) -> tuple[dict, bytes]:
     """The shipped checkpoint (config, characters, float16 weights) and its bytes."""
-    raw = (weights_dir / WEIGHTS_FILE).read_bytes()
+    raw = (weights_dir / POET_WEIGHTS).read_bytes()
     return torch.load(io.BytesIO(raw), map_location="cpu"), raw
 
 
@@ -95,7 +95,7 @@ def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, 
             "final_loss": history["losses"][-1],
         },
         "source": {
-            "file": f"src/transformer_book/weights/{WEIGHTS_FILE}",
+            "file": f"src/transformer_book/weights/{POET_WEIGHTS}",
             "sha256": hashlib.sha256(raw).hexdigest(),
         },
         "weights": {

@@ -34,8 +34,7 @@ SEEDS = (0, 1, 2, 3, 4)
 
 def dates(seed: int) -> dict:
     """Chapter 9: DATES_TRAINING with another seed; the held-out exact match on 1,000 dates."""
-    from transformer_book.tasks import dates_task
-    from transformer_book.training import DATES_TRAINING, exact_match_accuracy, train_model
+    from transformer_book import DATES_TRAINING, dates_task, exact_match_accuracy, train_model
 
     task = dates_task()
     held_out = dates_task(held_out=True).pairs(1000, seed=1)
@@ -46,8 +45,7 @@ def dates(seed: int) -> dict:
 
 def numbers(seed: int) -> dict:
     """Chapter 12: NUMBERS_TRAINING (120 steps) with ``seed``; the last training loss."""
-    from transformer_book.numerals import NUMBERS_CONFIG, NUMBERS_TRAINING, numbers_task
-    from transformer_book.training import train_model
+    from transformer_book import NUMBERS_CONFIG, NUMBERS_TRAINING, numbers_task, train_model
 
     _, history = train_model(numbers_task(), seed=seed, device="cpu", config=NUMBERS_CONFIG,
                              **NUMBERS_TRAINING)
@@ -72,10 +70,7 @@ def poems(seed: int) -> dict:
 def ablations(seed: int) -> dict:
     """Chapter 11: the paper's model and three variants, 80 steps each; the mean loss of the last
     25 steps, and the held-out character accuracy of greedy decoding."""
-    from transformer_book.decoding import greedy_decode
-    from transformer_book.masking import padding_mask
-    from transformer_book.tasks import dates_task
-    from transformer_book.training import DATES_TRAINING, train_model
+    from transformer_book import DATES_TRAINING, dates_task, greedy_decode, padding_mask, train_model
 
     task = dates_task()
     source, target = task.batch(dates_task(held_out=True).pairs(1000, seed=1), "cpu")

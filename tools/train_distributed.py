@@ -45,7 +45,7 @@ import tempfile
 from pathlib import Path
 
 from notebooks import REPO_ROOT
-from transformer_book.distributed import launch, train_distributed
+from transformer_book import launch, train_distributed
 
 RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "distributed_runs.json"
 # A run agrees with another if its losses and parameter sum are this close: 10 times the

@@ -58,7 +58,7 @@ def verses(poem: str) -> int:
 
 
 def build(arm: str, vocab_size: int) -> torch.nn.Module:
-    from transformer_book.modern import ModernConfig, ModernDecoder
+    from transformer_book import ModernConfig, ModernDecoder
 
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {sorted(ARMS)}; got {arm!r}")
@@ -85,8 +85,7 @@ def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) ->
 
 def train_one(arm: str, seed: int, training: dict) -> dict:
     """Train one arm with one seed; its record."""
-    from transformer_book.poems import PoemVocabulary, poem_split
-    from transformer_book.poet import perplexity, train_lm
+    from transformer_book import PoemVocabulary, perplexity, poem_split, train_lm
 
     everything = poem_split("train", by=sweeps.SPLIT)
     vocab = PoemVocabulary.from_poems(everything)
@@ -105,7 +104,7 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
 
 
 def settings(training: dict, seeds) -> dict:
-    from transformer_book.poems import HELD_OUT, SPLIT_SEED, poem_split
+    from transformer_book import HELD_OUT, POEM_SPLIT_SEED, poem_split
 
     held_out = poem_split("held-out", by=sweeps.SPLIT)
     return {
@@ -114,7 +113,7 @@ def settings(training: dict, seeds) -> dict:
                 f"({sum(verses(p) == 4 for p in poem_split('train', by=sweeps.SPLIT))}); scored on the "
                 f"{sum(verses(p) == 8 for p in held_out)} eight-verse and "
                 f"{sum(verses(p) == 4 for p in held_out)} four-verse poems of "
-                f"poem_split('held-out', by={sweeps.SPLIT!r}) (SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
+                f"poem_split('held-out', by={sweeps.SPLIT!r}) (POEM_SPLIT_SEED={POEM_SPLIT_SEED}, {HELD_OUT} held-out poems)",
         "loss_by_position": "mean cross-entropy in nats of the prediction at position t "
                             "(of token t + 1), t = 0 .. 48",
         "recipe": "transformer_book.poet.train_lm; one PyTorch thread a run",
@@ -123,7 +122,7 @@ def settings(training: dict, seeds) -> dict:
 
 
 def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) -> dict:
-    from transformer_book.poems import PoemVocabulary, poem_split
+    from transformer_book import PoemVocabulary, poem_split
 
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers)

@@ -52,8 +52,7 @@ LOSS_EVERY = 25  # the training curve: the mean loss of each stretch of this man
 
 def build(arm: str, vocab_size: int, max_len: int = 64) -> torch.nn.Module:
     """The arm's model, freshly initialised from the current torch seed."""
-    from transformer_book.gpt import GPT, GPTConfig
-    from transformer_book.modern import ModernConfig, ModernDecoder
+    from transformer_book import GPT, GPTConfig, ModernConfig, ModernDecoder
 
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {sorted(ARMS)}; got {arm!r}")
@@ -70,8 +69,7 @@ def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
 
 def train_one(arm: str, seed: int, sweep: dict) -> dict:
     """Train one arm with one seed; its record."""
-    from transformer_book.poems import PoemVocabulary, poem_split
-    from transformer_book.poet import perplexity, train_lm
+    from transformer_book import PoemVocabulary, perplexity, poem_split, train_lm
 
     train = poem_split("train", by=sweeps.SPLIT)
     vocab = PoemVocabulary.from_poems(train)
@@ -85,12 +83,12 @@ def train_one(arm: str, seed: int, sweep: dict) -> dict:
 
 
 def settings(sweep: dict, seeds) -> dict:
-    from transformer_book.poems import HELD_OUT, SPLIT_SEED
+    from transformer_book import HELD_OUT, POEM_SPLIT_SEED
 
     return {
         **sweep, "seeds": list(seeds), "loss_every": LOSS_EVERY,
         "data": f"poem_split('train', by={sweeps.SPLIT!r}) / poem_split('held-out', by={sweeps.SPLIT!r}): exact repeats as one poem "
-                f"(SPLIT_SEED={SPLIT_SEED}, {HELD_OUT} held-out poems)",
+                f"(POEM_SPLIT_SEED={POEM_SPLIT_SEED}, {HELD_OUT} held-out poems)",
         "recipe": "transformer_book.poet.train_lm (AdamW, weight decay 0.01, warm-up over a "
                   "tenth, then linear decay); one PyTorch thread a run",
         "torch": torch.__version__,
@@ -107,7 +105,7 @@ def arm_record(arm: str, vocab_size: int) -> dict:
 
 
 def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> dict:
-    from transformer_book.poems import PoemVocabulary, poem_split
+    from transformer_book import PoemVocabulary, poem_split
 
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers)

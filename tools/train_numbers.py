@@ -42,15 +42,17 @@ from notebooks import (
     json_differs,
     regenerate_and_compare,
 )
-from transformer_book.decoding import beam_search, greedy_decode, sequence_log_prob
-from transformer_book.masking import padding_mask
-from transformer_book.model import make_model
-from transformer_book.numerals import (
+from transformer_book import (
     NUMBERS_CONFIG,
     NUMBERS_TRAINING,
+    beam_search,
+    greedy_decode,
+    make_model,
     numbers_task,
+    padding_mask,
+    sequence_log_prob,
+    train_model,
 )
-from transformer_book.training import train_model
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 WEIGHTS_FILE, RUNS_FILE = "numbers.pt", "numbers_runs.json"

@@ -30,15 +30,16 @@ SAMPLES = 200
 
 
 def train_and_write(out: Path, steps: int | None = None) -> dict:
-    from transformer_book.gpt import GPT, GPTConfig
-    from transformer_book.poems import poem_split
-    from transformer_book.poet import (
+    from transformer_book import (
+        GPT,
         HISTORY_FILE,
         POET_CONFIG,
         POET_TRAINING,
-        WEIGHTS_FILE,
+        POET_WEIGHTS,
+        GPTConfig,
         Poet,
         perplexity,
+        poem_split,
         train_poet,
     )
 
@@ -51,7 +52,7 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
     buffer = io.BytesIO()
     torch.save(stored, buffer)
     out.mkdir(parents=True, exist_ok=True)
-    (out / WEIGHTS_FILE).write_bytes(buffer.getvalue())
+    (out / POET_WEIGHTS).write_bytes(buffer.getvalue())
     # the held-out perplexity of the weights as shipped (rounded to half precision)
     poet.model.load_state_dict({name: t.float() for name, t in weights.items()})
     # 200 seeded poems at the defaults of Poet.write, by the shipped weights and by the
@@ -78,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
-    from transformer_book.poet import WEIGHTS_FILE
+    from transformer_book import POET_WEIGHTS
 
     if not args.check:
         result = train_and_write(args.out, args.steps)
         print(f"trained in {result['minutes']:.1f} min; held-out perplexity "
-              f"{result['held_out_perplexity']}; wrote {args.out / WEIGHTS_FILE}")
+              f"{result['held_out_perplexity']}; wrote {args.out / POET_WEIGHTS}")
         return 0
     results = []
     different = regenerate_and_compare(

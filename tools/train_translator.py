@@ -50,19 +50,17 @@ from pathlib import Path
 import torch
 
 from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
-from transformer_book import translation
-from transformer_book.subwords import (
+from transformer_book import (
     MERGES_FILE,
-    learn_bpe,
-    read_merges,
-)
-from transformer_book.tatoeba import tatoeba_split
-from transformer_book.translation import (
-    WEIGHTS_FILE,
+    TRANSLATOR_WEIGHTS,
     corpus_scores,
+    learn_bpe,
     load_translator,
     mean_token_loss,
+    read_merges,
+    tatoeba_split,
     train_recipe,
+    translation,
     translator_state,
 )
 
@@ -162,7 +160,7 @@ def write(merges: list, saved: dict, record: dict, weights_dir: Path, data_dir: 
         folder.mkdir(parents=True, exist_ok=True)
     lines = "".join(f"{left} {right}\n" for left, right in merges)
     (data_dir / MERGES_FILE).write_text(lines, encoding="utf-8")
-    torch.save(saved, weights_dir / WEIGHTS_FILE)
+    torch.save(saved, weights_dir / TRANSLATOR_WEIGHTS)
     text = json.dumps(record, ensure_ascii=False, indent=1, sort_keys=True)
     (weights_dir / RUNS_FILE).write_text(text + "\n", encoding="utf-8")
 
@@ -233,9 +231,9 @@ def weights_differences(new: Path, old: Path) -> list[str]:
         if key == "state_dict":
             for name, value in theirs[key].items():
                 if name not in ours[key] or not torch.equal(ours[key][name], value):
-                    found.append(f"{WEIGHTS_FILE}: tensor {name}")
+                    found.append(f"{TRANSLATOR_WEIGHTS}: tensor {name}")
         elif ours.get(key) != theirs.get(key):
-            found.append(f"{WEIGHTS_FILE}: {key}")
+            found.append(f"{TRANSLATOR_WEIGHTS}: {key}")
     return found
 
 
@@ -245,13 +243,13 @@ def runs_differences(new: Path, old: Path) -> list[str]:
     return [f"{RUNS_FILE}: histories or translations"] if differs else []
 
 
-COMPARE = {MERGES_FILE: merges_differences, WEIGHTS_FILE: weights_differences,
+COMPARE = {MERGES_FILE: merges_differences, TRANSLATOR_WEIGHTS: weights_differences,
            RUNS_FILE: runs_differences}
 
 
 def shipped(weights_dir: Path, data_dir: Path) -> dict[str, Path]:
     """Where each of the three files is shipped."""
-    return {MERGES_FILE: data_dir / MERGES_FILE, WEIGHTS_FILE: weights_dir / WEIGHTS_FILE,
+    return {MERGES_FILE: data_dir / MERGES_FILE, TRANSLATOR_WEIGHTS: weights_dir / TRANSLATOR_WEIGHTS,
             RUNS_FILE: weights_dir / RUNS_FILE}
 
 
@@ -284,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         weights_dir, data_dir = (args.out, args.out) if args.out else (WEIGHTS_DIR, DATA_DIR)
         write(merges, saved, record, weights_dir, data_dir)
-        print(f"wrote {MERGES_FILE} to {data_dir}, {WEIGHTS_FILE} and {RUNS_FILE} to {weights_dir}")
+        print(f"wrote {MERGES_FILE} to {data_dir}, {TRANSLATOR_WEIGHTS} and {RUNS_FILE} to {weights_dir}")
         return 0
     found = regenerate_and_compare(lambda folder: write(merges, saved, record, folder, folder),
                                    shipped(WEIGHTS_DIR, DATA_DIR), COMPARE)

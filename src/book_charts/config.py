@@ -121,6 +121,7 @@ def parameter_counts(config: ModelConfig = BASE) -> dict[str, int]:
 
     from transformer_book import (
         DecoderLayer,
+        Embeddings,
         EncoderLayer,
         LayerNorm,
         MultiHeadAttention,
@@ -128,7 +129,6 @@ def parameter_counts(config: ModelConfig = BASE) -> dict[str, int]:
         PositionwiseFeedForward,
         make_model,
     )
-    from transformer_book.positional import Embeddings
 
     def count(module) -> int:
         return sum(parameter.numel() for parameter in module.parameters())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from book_exercises.core import Case, Mistake, exercise, seeded
-from transformer_book.decoding import length_penalized, top_p_filter
+from transformer_book import length_penalized, top_p_filter
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: one step of greedy decoding

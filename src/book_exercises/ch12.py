@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from book_exercises.core import Case, Mistake, exercise, seeded
-from transformer_book.numerals import chinese_numeral
+from transformer_book import chinese_numeral
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: Chinese numerals below 100,000

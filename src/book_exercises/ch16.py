@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from book_exercises.core import Case, Mistake, exercise, seeded
-from transformer_book.modern import apply_rotary, rotary_table
+from transformer_book import apply_rotary, rotary_table
 
 # Exercise 1: the inverse of a rotary embedding
 

@@ -16,8 +16,7 @@ import math
 import torch
 
 from book_exercises.core import Case, Mistake, exercise
-from transformer_book.distributed import micro_batch_index
-from transformer_book.translation import TRANSLATION_CONFIG
+from transformer_book import TRANSLATION_CONFIG, micro_batch_index
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: the parameter bytes one process holds under FSDP
@@ -45,7 +44,7 @@ def _split_evenly(shapes, world_size, rank, bytes_per_value):
 
 
 def _translator_shapes():
-    from transformer_book.model import make_model
+    from transformer_book import make_model
 
     model = make_model(2139, 2810, **TRANSLATION_CONFIG)  # chapter 14's vocabularies
     return [tuple(p.shape) for p in model.parameters()]
