@@ -10,10 +10,10 @@ from transformer_book import (
     PoemVocabulary,
     Poet,
     causal_lm_loss,
-    causal_mask,
     gpt_from_hf,
     hf_parameter_pairs,
     regular_form,
+    subsequent_mask,
     train_lm,
 )
 
@@ -72,7 +72,7 @@ def test_the_model_is_causal():
     changed[0, 6] = (tokens[0, 6] + 1) % 30
     a, b = model(tokens), model(changed)
     assert torch.equal(a[:, :6], b[:, :6]) and not torch.equal(a[:, 6:], b[:, 6:])
-    assert torch.equal(causal_mask(3, 2)[0].int(), torch.tensor(
+    assert torch.equal(subsequent_mask(3, offset=2)[0].int(), torch.tensor(
         [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]))
 
 

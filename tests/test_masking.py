@@ -82,6 +82,21 @@ def test_subsequent_mask_matches_the_annotated_transformer_and_nn_transformer():
     assert torch.equal(subsequent_mask(9)[0], generated == 0)
 
 
+@pytest.mark.parametrize("size, offset", [(1, 0), (3, 2), (4, 5)])
+def test_subsequent_mask_with_an_offset_lets_query_i_see_positions_up_to_offset_plus_i(size, offset):
+    mask = subsequent_mask(size, offset=offset)
+    assert mask.shape == (1, size, offset + size)
+    for query in range(size):
+        assert mask[0, query].tolist() == [key <= offset + query for key in range(offset + size)]
+    assert torch.equal(mask[:, :, offset:], subsequent_mask(size))  # the new positions: a triangle
+
+
+@pytest.mark.parametrize("offset", [-1, 1.0, True])
+def test_subsequent_mask_refuses_an_offset_that_is_not_a_count(offset):
+    with pytest.raises(ValueError, match=f"offset must be an int >= 0; got offset={offset!r}"):
+        subsequent_mask(3, offset=offset)
+
+
 @pytest.mark.parametrize("size", [-1, -3])
 def test_subsequent_mask_refuses_negative_sizes(size):
     with pytest.raises(ValueError, match=f"size={size}"):

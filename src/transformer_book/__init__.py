@@ -12,11 +12,11 @@ it lives. The package holds model code: it imports torch and nothing from plotti
 The modules, in the order the book first writes them, and the chapters that write each:
 
 - ``positional`` (chapter 1): Token embeddings and sinusoidal positional encodings
-- ``validation`` (chapter 1): Argument checks shared by every module of the package
+- ``validation`` (chapters 1, 15, 16): Argument checks shared by every module of the package
 - ``attention`` (chapter 2): Scaled dot-product attention
 - ``multihead`` (chapter 3): Multi-head attention, written in chapter 3, "Multi-head attention"
 - ``normalization`` (chapter 4): Layer normalization and the residual sublayer connection
-- ``feed_forward`` (chapter 5): The position-wise feed-forward network
+- ``feed_forward`` (chapters 5, 15): The position-wise feed-forward network
 - ``encoder`` (chapter 5): The encoder layer and the encoder stack
 - ``masking`` (chapter 6): Padding and look-ahead masks
 - ``decoder`` (chapter 7): The decoder layer and the decoder stack
@@ -92,6 +92,8 @@ from transformer_book.encoder import (
     load_torch_encoder_layer,
 )
 from transformer_book.feed_forward import (
+    ACTIVATIONS,
+    ActivationFeedForward,
     PositionwiseFeedForward,
 )
 from transformer_book.generator import (
@@ -101,15 +103,11 @@ from transformer_book.generator import (
     sample_next_token,
 )
 from transformer_book.gpt import (
-    ACTIVATIONS,
     GPT,
     HF_ACTIVATIONS,
-    ActivationFeedForward,
     GPTConfig,
     GPTLayer,
     causal_lm_loss,
-    causal_mask,
-    check_positive_int,
     gpt_from_hf,
     hf_config,
     hf_parameter_pairs,
@@ -286,8 +284,11 @@ from transformer_book.validation import (
     check_dropout,
     check_features,
     check_positive,
+    check_positive_int,
+    check_positive_number,
     check_tensor,
     check_token_ids,
+    is_number,
 )
 
 __all__ = [
@@ -389,7 +390,6 @@ __all__ = [
     "beam_search",
     "byte_symbols",
     "causal_lm_loss",
-    "causal_mask",
     "check_attention_mask",
     "check_dropout",
     "check_dropout_module",
@@ -398,6 +398,7 @@ __all__ = [
     "check_mask",
     "check_positive",
     "check_positive_int",
+    "check_positive_number",
     "check_tensor",
     "check_token_ids",
     "check_torch_layer",
@@ -419,6 +420,7 @@ __all__ = [
     "greedy_decode",
     "hf_config",
     "hf_parameter_pairs",
+    "is_number",
     "launch",
     "learn_bpe",
     "length_batches",

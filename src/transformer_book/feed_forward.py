@@ -42,7 +42,31 @@ class PositionwiseFeedForward(nn.Module):
         return self.contract(self.dropout(hidden))  # (..., d_model)
 
 
+# %% book/15_writing_poems.ipynb, cell 17
+import torch.nn.functional as F
+
+ACTIVATIONS = {
+    "relu": torch.relu,  # the 2017 paper
+    "gelu": F.gelu,  # exact: x * Phi(x)
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+}
+
+
+class ActivationFeedForward(PositionwiseFeedForward):
+    """Chapter 5's feed-forward network with another activation than ReLU."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+        super().__init__(d_model, d_ff)
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = ACTIVATIONS[self.activation](self.expand(x))  # (..., d_ff)
+        return self.contract(hidden)  # (..., d_model)
+
+
 # %% the names this module exports (generated)
 __all__ = [
+    "ACTIVATIONS",
+    "ActivationFeedForward",
     "PositionwiseFeedForward",
 ]

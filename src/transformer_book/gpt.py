@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/15_writing_poems.ipynb, cell 16
+# %% book/15_writing_poems.ipynb, cell 18
 """A decoder-only Transformer, GPT-style (chapter 15), built from the book's parts:
 one causal stack of self-attention and feed-forward layers that predicts every next
 token, with GPT-2's choices as options, and ``gpt_from_hf`` that copies a Hugging
@@ -17,23 +17,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.feed_forward import PositionwiseFeedForward
+from transformer_book.feed_forward import ACTIVATIONS, ActivationFeedForward
+from transformer_book.masking import subsequent_mask
 from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.positional import Embeddings, sinusoidal_table
-from transformer_book.validation import check_token_ids
-
-ACTIVATIONS = {
-    "relu": torch.relu,  # the 2017 paper
-    "gelu": F.gelu,  # exact: x * Phi(x)
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
-}
-
-
-def check_positive_int(name: str, value) -> None:
-    """Refuse anything but a positive int (a bool is not one), naming the value."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int; got {name}={value!r}")
+from transformer_book.validation import check_positive_int, check_token_ids
 
 
 @dataclass(frozen=True)
@@ -63,19 +52,7 @@ class GPTConfig:
             )
 
 
-# %% book/15_writing_poems.ipynb, cell 17
-class ActivationFeedForward(PositionwiseFeedForward):
-    """Chapter 5's feed-forward network with another activation than ReLU."""
-
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
-        super().__init__(d_model, d_ff)
-        self.activation = activation
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = ACTIVATIONS[self.activation](self.expand(x))  # (..., d_ff)
-        return self.contract(hidden)  # (..., d_model)
-
-
+# %% book/15_writing_poems.ipynb, cell 19
 class GPTLayer(nn.Module):
     """A decoder-only layer: masked self-attention, then the feed-forward network.
 
@@ -108,15 +85,6 @@ class GPTLayer(nn.Module):
 
         x = self.sublayers[0](x, self_attend)
         return self.sublayers[1](x, self.feed_forward)  # (batch, seq, d_model)
-
-
-def causal_mask(queries: int, offset: int = 0, device=None) -> torch.Tensor:
-    """Build the causal mask of ``queries`` new positions after ``offset`` old ones.
-
-    (1, queries, offset + queries): query i (at position offset + i) may attend to
-    positions 0 .. offset + i. With offset 0, chapter 6's subsequent_mask."""
-    keys = offset + queries
-    return torch.ones(1, queries, keys, dtype=torch.bool, device=device).tril(offset)
 
 
 class GPT(nn.Module):
@@ -194,7 +162,7 @@ class GPT(nn.Module):
         else:
             x = x + self.position_table[offset : offset + seq].to(x.dtype)
         x = self.dropout(x)
-        mask = causal_mask(seq, offset, tokens.device)
+        mask = subsequent_mask(seq, tokens.device, offset)  # (1, seq, offset + seq)
         for index, layer in enumerate(self.layers):
             cache = caches[index] if caches is not None else None
             x = layer(x, mask, need_weights, cache)  # (batch, seq, d_model)
@@ -219,7 +187,7 @@ def causal_lm_loss(logits: torch.Tensor, tokens: torch.Tensor, pad_id: int | Non
     return F.cross_entropy(predictions, targets, ignore_index=ignore)
 
 
-# %% book/15_writing_poems.ipynb, cell 21
+# %% book/15_writing_poems.ipynb, cell 23
 HF_ACTIVATIONS = {
     "gelu_new": "gelu_tanh",
     "gelu_pytorch_tanh": "gelu_tanh",
@@ -372,15 +340,11 @@ def gpt_from_hf(theirs) -> GPT:
 
 # %% the names this module exports (generated)
 __all__ = [
-    "ACTIVATIONS",
     "GPT",
     "HF_ACTIVATIONS",
-    "ActivationFeedForward",
     "GPTConfig",
     "GPTLayer",
     "causal_lm_loss",
-    "causal_mask",
-    "check_positive_int",
     "gpt_from_hf",
     "hf_config",
     "hf_parameter_pairs",

@@ -36,7 +36,7 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 # %% book/06_masking.ipynb, cell 20
 def subsequent_mask(
-    size: int, device: torch.device | str | None = None
+    size: int, device: torch.device | str | None = None, offset: int = 0
 ) -> torch.Tensor:
     """Build the (1, size, size) mask that hides every later position.
 
@@ -44,12 +44,17 @@ def subsequent_mask(
     positions 0..i.
 
     The leading axis of size 1 broadcasts over the batch: every sentence gets the same
-    triangle.
+    triangle. ``offset`` (chapter 15, for decoding with the key/value cache) puts the
+    ``size`` queries after ``offset`` earlier positions: (1, size, offset + size),
+    query i may attend to positions 0..offset + i.
     """
     if size < 0:  # 0 is an empty sequence, and gets an empty mask
         raise ValueError(f"size must be a sequence length, 0 or more; got size={size}")
-    # (1, size, size)
-    return torch.ones(1, size, size, dtype=torch.bool, device=device).tril()
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0; got offset={offset!r}")
+    # (1, size, offset + size)
+    keys = offset + size
+    return torch.ones(1, size, keys, dtype=torch.bool, device=device).tril(offset)
 
 
 # %% book/06_masking.ipynb, cell 21

@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/16_modern_decoder.ipynb, cell 14
+# %% book/16_modern_decoder.ipynb, cell 15
 """Today's decoder-only block (chapter 16): RMSNorm, rotary position embeddings,
 the SwiGLU feed-forward network and grouped-query attention, assembled as Llama
 does (pre-norm, no biases, an untied output layer), with ``llama_from_hf`` that
@@ -19,21 +19,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.gpt import (
-    ActivationFeedForward,
-    causal_mask,
-    check_positive_int,
-    hf_config,
-)
+from transformer_book.feed_forward import ActivationFeedForward
+from transformer_book.gpt import hf_config
+from transformer_book.masking import subsequent_mask
 from transformer_book.normalization import LayerNorm
 from transformer_book.positional import sinusoidal_table
-from transformer_book.validation import check_tensor, check_token_ids
-
-
-def _positive_number(name: str, value) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number; got {name}={value!r}")
+from transformer_book.validation import (
+    check_positive_int,
+    check_positive_number,
+    check_tensor,
+    check_token_ids,
+)
 
 
 class RMSNorm(nn.Module):
@@ -47,7 +43,7 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         check_positive_int("d_model", d_model)
-        _positive_number("eps", eps)
+        check_positive_number("eps", eps)
         self.d_model, self.eps = d_model, eps
         self.gamma = nn.Parameter(torch.ones(d_model))
 
@@ -64,7 +60,7 @@ class RMSNorm(nn.Module):
         return self.gamma * normed.to(x.dtype)  # (..., d_model)
 
 
-# %% book/16_modern_decoder.ipynb, cell 25
+# %% book/16_modern_decoder.ipynb, cell 26
 LAYOUTS = ("half", "interleaved")
 
 
@@ -88,7 +84,7 @@ def rotary_table(
     check_positive_int("d_k", d_k)
     if d_k % 2:
         raise ValueError(f"d_k must be even (features are rotated in pairs); got {d_k}")
-    _positive_number("theta", theta)
+    check_positive_number("theta", theta)
     pairs = torch.arange(0, d_k, 2, dtype=torch.float32, device=positions.device)
     frequencies = 1.0 / (theta ** (pairs / d_k))  # (d_k / 2,)
     angles = positions.float()[:, None] * frequencies  # (seq, d_k / 2)
@@ -134,7 +130,7 @@ def apply_rotary(
     return x * cos + turned * sin
 
 
-# %% book/16_modern_decoder.ipynb, cell 29
+# %% book/16_modern_decoder.ipynb, cell 30
 class SwiGLU(nn.Module):
     """Llama's feed-forward network: W_down (silu(W_gate x) * W_up x).
 
@@ -165,7 +161,7 @@ def swiglu_hidden(d_model: int, multiple_of: int = 256) -> int:
     return multiple_of * -(-hidden // multiple_of)
 
 
-# %% book/16_modern_decoder.ipynb, cell 36
+# %% book/16_modern_decoder.ipynb, cell 37
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with key/value heads shared by groups of query heads.
 
@@ -236,7 +232,7 @@ class GroupedQueryAttention(nn.Module):
         return self.output_proj(merged)  # (batch, seq, d_model)
 
 
-# %% book/16_modern_decoder.ipynb, cell 38
+# %% book/16_modern_decoder.ipynb, cell 39
 POSITIONS = ("rotary", "alibi", "learned", "sinusoidal", "none")
 NORMS = ("rms", "layer")
 FEED_FORWARDS = ("swiglu", "gelu")
@@ -271,8 +267,8 @@ class ModernConfig:
         check_positive_int("kv_heads", kv_heads)
         if self.d_ff is not None:
             check_positive_int("d_ff", self.d_ff)
-        _positive_number("theta", self.theta)
-        _positive_number("eps", self.eps)
+        check_positive_number("theta", self.theta)
+        check_positive_number("eps", self.eps)
         for name, allowed in (("positions", POSITIONS), ("norm", NORMS),
                               ("feed_forward", FEED_FORWARDS)):
             if getattr(self, name) not in allowed:
@@ -375,7 +371,7 @@ class ModernDecoder(nn.Module):
         x = self.tokens(tokens)  # (batch, seq, d_model): no sqrt(d_model) scaling
         config = self.config
         positions = torch.arange(offset, offset + seq, device=tokens.device)
-        mask = causal_mask(seq, offset, tokens.device)  # (1, seq, offset + seq)
+        mask = subsequent_mask(seq, tokens.device, offset)  # (1, seq, offset + seq)
         cos = sin = None
         if config.positions == "rotary":
             d_k = config.d_model // config.heads
@@ -398,7 +394,7 @@ class ModernDecoder(nn.Module):
         return self.final_norm(x) @ self.output_weight().T  # (batch, seq, vocab)
 
 
-# %% book/16_modern_decoder.ipynb, cell 45
+# %% book/16_modern_decoder.ipynb, cell 46
 def _rope(c) -> dict:
     """The rotary settings of a LlamaConfig (newer transformers: rope_parameters)."""
     return getattr(c, "rope_parameters", None) or {
@@ -483,7 +479,7 @@ def llama_from_hf(theirs) -> ModernDecoder:
     return ours.train(theirs.training)
 
 
-# %% book/16_modern_decoder.ipynb, cell 53
+# %% book/16_modern_decoder.ipynb, cell 54
 SWEEPS = ("modern_sweep", "length_sweep")  # weights/NAME.json, by tools/train_NAME.py
 
 
@@ -498,7 +494,7 @@ def sweep_record(name: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-# %% book/16_modern_decoder.ipynb, cell 61
+# %% book/16_modern_decoder.ipynb, cell 62
 def alibi_slopes(heads: int) -> torch.Tensor:
     """Compute ALiBi's slope of each head, (heads,) float32.
 
@@ -530,7 +526,8 @@ def alibi_mask(heads: int, queries: int, offset: int = 0, device=None,
     keys = torch.arange(offset + queries, device=device)  # (keys,)
     distance = (where[:, None] - keys[None, :]).float()  # (queries, keys)
     bias = -slopes[:, None, None] * distance  # (heads, queries, keys)
-    bias = bias.masked_fill(distance < 0, float("-inf"))
+    # chapter 6's causal mask, with the offset: -inf wherever it says False
+    bias = bias.masked_fill(~subsequent_mask(queries, device, offset), float("-inf"))
     return bias.unsqueeze(0).to(dtype or torch.get_default_dtype())
 
 

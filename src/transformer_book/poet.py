@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/15_writing_poems.ipynb, cell 26
+# %% book/15_writing_poems.ipynb, cell 28
 """Writing poems (chapter 15): training a GPT on the poems, perplexity, the poem form,
 and a Poet that samples with temperature, top-k and top-p and the key/value cache."""
 
@@ -20,11 +20,12 @@ import torch.nn.functional as F
 
 from transformer_book.decoding import top_p_filter
 from transformer_book.generator import sample_next_token
-from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss, check_positive_int
+from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
+from transformer_book.validation import check_positive_int, is_number
 
 
-# %% book/15_writing_poems.ipynb, cell 27
+# %% book/15_writing_poems.ipynb, cell 29
 def train_lm(
     model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None,
     evaluate=None, eval_every=10,
@@ -118,7 +119,7 @@ def perplexity(model, vocab, poems, batch_size=100, device=None) -> float:
     return math.exp(total / count)
 
 
-# %% book/15_writing_poems.ipynb, cell 28
+# %% book/15_writing_poems.ipynb, cell 30
 VERSE = re.compile(r"[^，。？]*[，。？]|[^，。？]+$")
 
 
@@ -135,7 +136,7 @@ def regular_form(poem: str) -> bool:
     )
 
 
-# %% book/15_writing_poems.ipynb, cell 40
+# %% book/15_writing_poems.ipynb, cell 42
 def acrostic_logits(logits, written, heads, vocab):
     """Edit one step's logits (vocab,) so that the verses open with ``heads``, in order.
 
@@ -155,11 +156,7 @@ def acrostic_logits(logits, written, heads, vocab):
     return logits
 
 
-# %% book/15_writing_poems.ipynb, cell 41
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
+# %% book/15_writing_poems.ipynb, cell 43
 class Poet:
     """A GPT with its character vocabulary, that writes poems."""
 
@@ -169,11 +166,11 @@ class Poet:
     def _check(self, prompt, temperature, top_p, acrostic) -> None:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
-        if not _is_number(temperature) or not temperature >= 0:
+        if not is_number(temperature) or not temperature >= 0:
             raise ValueError(
                 f"temperature must be a number >= 0 (0 is greedy); got {temperature!r}"
             )
-        if not _is_number(top_p) or not 0 < top_p <= 1:
+        if not is_number(top_p) or not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p!r}")
         missing = self.vocab.unknown(prompt)
         if missing:
@@ -232,7 +229,7 @@ class Poet:
             feed = [chosen]
 
 
-# %% book/15_writing_poems.ipynb, cell 46
+# %% book/15_writing_poems.ipynb, cell 48
 POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocabulary
 POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
 POET_WEIGHTS = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py

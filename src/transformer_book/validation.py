@@ -106,11 +106,33 @@ def check_features(
         raise ValueError(f"expected {expected}; got shape {tuple(value.shape)}")
 
 
+# %% book/15_writing_poems.ipynb, cell 16
+def is_number(value) -> bool:
+    """An int or a float, but not a bool (which Python counts as an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_positive_int(name: str, value) -> None:
+    """Refuse anything but a positive int (a bool is not one), naming the value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int; got {name}={value!r}")
+
+
+# %% book/16_modern_decoder.ipynb, cell 14
+def check_positive_number(name: str, value) -> None:
+    """Refuse anything but a finite number above 0 (a bool is not one), naming it."""
+    if not is_number(value) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number; got {name}={value!r}")
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "check_dropout",
     "check_features",
     "check_positive",
+    "check_positive_int",
+    "check_positive_number",
     "check_tensor",
     "check_token_ids",
+    "is_number",
 ]
