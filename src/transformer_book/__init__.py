@@ -23,7 +23,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``generator`` (chapter 8): The final linear layer and softmax, sampling, and label smoothing
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
-- ``training`` (chapter 9): Training for a fixed, seeded number of steps; teacher-forced exact match
+- ``training`` (chapter 9): Training
 - ``decoding`` (chapter 10): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
@@ -265,6 +265,7 @@ from transformer_book.training import (
     pretrained_dates_model,
     train_model,
     training_spread,
+    training_steps,
 )
 from transformer_book.translation import (
     TRANSLATION_CONFIG,
@@ -489,6 +490,7 @@ __all__ = [
     "train_steps",
     "train_translator",
     "training_spread",
+    "training_steps",
     "translator_state",
     "twin_groups",
     "twin_poems",

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from transformer_book.batching import length_batches, pad_rows
 from transformer_book.masking import padding_mask, target_mask
-from transformer_book.training import paper_optimizer
+from transformer_book.training import paper_optimizer, training_steps
 
 NORMALISATIONS = ("tokens", "per_batch")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -170,40 +170,44 @@ def train_steps(
     process's tokens.
     """
     rank, world_size = world()
+
+    def micro_batches():  # per step: [(index, source, target, tokens, global tokens)]
+        for step in range(start, steps):
+            indices = [
+                micro_batch_index(step, micro, rank, world_size, accumulate)
+                for micro in range(accumulate)
+            ]
+            # (batch, source) and (batch, target) for each micro-batch
+            pairs = [
+                (pad_rows([examples[i][0] for i in batches[index]], pad_id, device),
+                 pad_rows([examples[i][1] for i in batches[index]], pad_id, device))
+                for index in indices
+            ]
+            counts = [int((target[:, 1:] != pad_id).sum()) for _, target in pairs]
+            global_tokens = all_reduce_sum(float(sum(counts)), device)
+            yield [(index, source, target, tokens, global_tokens)
+                   for index, (source, target), tokens in zip(indices, pairs, counts)]
+
+    sums = []  # each micro-batch's loss sum, this step
+
+    def loss_of(model, micro_batch):
+        index, source, target, tokens, global_tokens = micro_batch
+        torch.manual_seed(seed * 1_000_003 + index)  # dropout masks
+        with autocast_context(device, precision):
+            mean_loss = model(source, target)
+        sums.append(mean_loss.item() * tokens)
+        return scaled_loss(
+            mean_loss.float(), tokens, global_tokens, world_size, accumulate, normalise
+        )
+
     losses = []
-    for step in range(start, steps):
-        indices = [
-            micro_batch_index(step, micro, rank, world_size, accumulate)
-            for micro in range(accumulate)
-        ]
-        # (batch, source) and (batch, target) for each micro-batch
-        pairs = [
-            (pad_rows([examples[i][0] for i in batches[index]], pad_id, device),
-             pad_rows([examples[i][1] for i in batches[index]], pad_id, device))
-            for index in indices
-        ]
-        counts = [int((target[:, 1:] != pad_id).sum()) for _, target in pairs]
-        global_tokens = all_reduce_sum(float(sum(counts)), device)
-        optimizer.zero_grad()
-        loss_sum = 0.0
-        for micro, ((source, target), tokens) in enumerate(zip(pairs, counts)):
-            torch.manual_seed(seed * 1_000_003 + indices[micro])  # dropout masks
-            with gradient_sync(model, micro == accumulate - 1):
-                with autocast_context(device, precision):
-                    mean_loss = model(source, target)
-                loss = scaled_loss(
-                    mean_loss.float(), tokens, global_tokens, world_size, accumulate,
-                    normalise,
-                )
-                (scaler.scale(loss) if scaler is not None else loss).backward()
-            loss_sum += mean_loss.item() * tokens
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        schedule.step()
-        losses.append(all_reduce_sum(loss_sum, device) / global_tokens)
+    for micro_batched, _, _ in training_steps(
+        model, micro_batches(), loss_of, optimizer, schedule,
+        accumulate=True, sync=gradient_sync, scaler=scaler,
+    ):
+        global_tokens = micro_batched[0][-1]
+        losses.append(all_reduce_sum(sum(sums, 0.0), device) / global_tokens)
+        sums.clear()
     return losses
 
 

@@ -22,6 +22,7 @@ from transformer_book.decoding import top_p_filter
 from transformer_book.generator import sample_next_token
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
+from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int, is_number
 
 
@@ -49,20 +50,22 @@ def train_lm(
         optimizer,
         lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1))),
     )
+    batches = (
+        vocab.batch(draw.sample(poems, min(batch_size, len(poems))), device)
+        for _ in range(steps)
+    )
+
+    def loss_of(model, batch):  # batch: (poems, seq) token ids
+        return causal_lm_loss(model(batch), batch, vocab.pad_id)
+
     losses = []
-    for step in range(steps):
-        if evaluate is not None and step % eval_every == 0:
-            evaluate(step, model)  # the model after `step` updates
-        model.train()
-        batch = vocab.batch(draw.sample(poems, min(batch_size, len(poems))), device)
-        loss = causal_lm_loss(model(batch), batch, vocab.pad_id)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
     if evaluate is not None:
-        evaluate(steps, model)
+        evaluate(0, model)
+    taken = training_steps(model, batches, loss_of, optimizer, schedule)
+    for step, (_, loss, _) in enumerate(taken, start=1):
+        losses.append(loss.item())
+        if evaluate is not None and (step % eval_every == 0 or step == steps):
+            evaluate(step, model)  # the model after `step` updates
     return losses
 
 

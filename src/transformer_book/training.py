@@ -3,10 +3,11 @@
 # and run `python tools/export_package.py`.
 
 # %% book/09_full_transformer.ipynb, cell 46
-"""Training for a fixed, seeded number of steps; teacher-forced exact match (ch. 9)."""
+"""Training: the one loop, for a fixed, seeded number of steps; exact match (ch. 9)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import torch
@@ -36,6 +37,44 @@ def paper_optimizer(
         optimizer, lambda step: warmup_rate(step + 1, d_model, warmup_steps, factor)
     )
     return optimizer, schedule
+
+
+def training_steps(model, batches, loss_of, optimizer, schedule=None, *,
+                   accumulate=False, sync=None, scaler=None):
+    """Take one optimiser step per batch; after each, yield (batch, loss, lr).
+
+    The training loop of the book: every model in it trains through this generator.
+    ``loss_of(model, batch)`` returns the loss to minimise, a 0-d tensor; ``lr`` is
+    the learning rate the step used, after which ``schedule`` (if any) steps. As a
+    generator it leaves to the caller what to record, when to evaluate and when to
+    stop: the caller's code runs between two steps.
+
+    Chapter 17 adds three options, off by default: ``accumulate=True`` reads each
+    batch as a list of micro-batches whose gradients add up before the one step
+    (``loss`` is then their list); ``sync(model, last)`` is the context in which a
+    micro-batch's backward runs (whether the processes exchange gradients);
+    ``scaler``, a ``torch.amp.GradScaler``, scales the loss for float16.
+    """
+    for batch in batches:
+        model.train()
+        optimizer.zero_grad()
+        parts = batch if accumulate else [batch]
+        losses = []
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            with sync(model, last) if sync is not None else contextlib.nullcontext():
+                loss = loss_of(model, part)
+                (loss if scaler is None else scaler.scale(loss)).backward()
+            losses.append(loss.detach())
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)  # skipped if a gradient overflowed
+            scaler.update()
+        learning_rate = optimizer.param_groups[0]["lr"]  # the rate this step used
+        if schedule is not None:
+            schedule.step()
+        yield batch, losses if accumulate else losses[0], learning_rate
 
 
 def train_model(
@@ -75,18 +114,17 @@ def train_model(
         model, settings["d_model"], warmup_steps, factor
     )
     rng = random.Random(seed)  # the batches: a fresh draw of pairs for every step
+    batches = (
+        task.batch(task.pairs(batch_size, rng.randrange(2**31)), device)
+        for _ in range(steps)
+    )
+
+    def loss_of(model, batch):  # batch: (source, target)
+        return sequence_loss(model, *batch, task.target_vocab.pad_id, loss_fn)
+
     history = []
-    model.train()
-    for step in range(1, steps + 1):
-        source, target = task.batch(
-            task.pairs(batch_size, rng.randrange(2**31)), device
-        )
-        loss = sequence_loss(model, source, target, task.target_vocab.pad_id, loss_fn)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        learning_rate = schedule.get_last_lr()[0]  # the rate this step used
-        schedule.step()
+    steps_taken = training_steps(model, batches, loss_of, optimizer, schedule)
+    for step, (_, loss, learning_rate) in enumerate(steps_taken, start=1):
         if step % log_every == 0 or step == steps:
             history.append({"step": step, "loss": loss.item(), "lr": learning_rate})
     return model.eval(), history
@@ -179,4 +217,5 @@ __all__ = [
     "pretrained_dates_model",
     "train_model",
     "training_spread",
+    "training_steps",
 ]

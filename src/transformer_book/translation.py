@@ -24,7 +24,7 @@ from transformer_book.subwords import (
     chinese_vocabulary,
     english_vocabulary,
 )
-from transformer_book.training import paper_optimizer
+from transformer_book.training import paper_optimizer, training_steps
 
 # make_model keyword arguments of the shipped model: about 1.9 million parameters.
 TRANSLATION_CONFIG = dict(
@@ -201,18 +201,20 @@ def train_translator(
         model, translator.config["d_model"], warmup_steps, factor
     )
     torch.manual_seed(seed)  # dropout
+
+    def loss_of(model, batch):  # batch: (source, target)
+        return sequence_loss(model, *batch, pad_id, loss_fn)
+
     history, checkpoints, step = [], [], 0
     for epoch in range(1, epochs + 1):
         loss_sum, token_count = 0.0, 0
-        for batch in length_batches(lengths, max_tokens, seed=seed * 1000 + epoch):
-            # (batch, source) and (batch, target + 2)
-            source = pad_rows([examples[i][0] for i in batch], pad_id, device)
-            target = pad_rows([examples[i][1] for i in batch], pad_id, device)
-            loss = sequence_loss(model, source, target, pad_id, loss_fn)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
+        batches = (  # (batch, source) and (batch, target + 2)
+            (pad_rows([examples[i][0] for i in batch], pad_id, device),
+             pad_rows([examples[i][1] for i in batch], pad_id, device))
+            for batch in length_batches(lengths, max_tokens, seed=seed * 1000 + epoch)
+        )
+        steps = training_steps(model, batches, loss_of, optimizer, schedule)
+        for (_, target), loss, _ in steps:
             step += 1
             tokens = int((target[:, 1:] != pad_id).sum())
             loss_sum += loss.item() * tokens
