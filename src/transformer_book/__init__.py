@@ -44,6 +44,13 @@ Chapter 17 trains chapter 14's translator on several processes with ``torch.dist
 torchrun.
 """
 
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("transformer-book")  # pyproject.toml's version, set only there
+except _metadata.PackageNotFoundError:  # imported from src/ without being installed
+    __version__ = "0+unknown"
+
 from transformer_book.attention import check_mask, scaled_dot_product_attention
 from transformer_book.batching import length_batches, pad_rows, padding_share
 from transformer_book.decoder import Decoder, DecoderLayer, load_torch_decoder_layer
