@@ -315,3 +315,32 @@ def test_pinning_touches_only_the_branch_and_refuses_what_it_cannot_pin(tmp_path
 def test_the_extension_is_registered():
     extensions = CONFIG["sphinx"]["local_extensions"]
     assert extensions.get("pin_release") == "book/_ext"
+
+
+# --- CITATION.cff and the issue templates match their schemas (check-jsonschema's offline copies) -----
+
+
+def schema_complaints(schema: str, path: Path) -> str:
+    result = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+                            capture_output=True, text=True, check=False)
+    return "" if result.returncode == 0 else result.stdout + result.stderr
+
+
+SCHEMAS = {
+    "CITATION.cff": "vendor.citation-file-format",
+    ".github/ISSUE_TEMPLATE/erratum.yml": "vendor.github-issue-forms",
+    ".github/ISSUE_TEMPLATE/chapter_fails.yml": "vendor.github-issue-forms",
+    ".github/ISSUE_TEMPLATE/config.yml": "vendor.github-issue-config",
+}
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_file_matches_its_schema(name):
+    assert schema_complaints(SCHEMAS[name], REPO_ROOT / name) == ""
+
+
+def test_a_broken_citation_is_caught(tmp_path):
+    broken = tmp_path / "CITATION.cff"
+    text = (REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    broken.write_text(text.replace("cff-version: 1.2.0", "cff-version: one"), encoding="utf-8")
+    assert schema_complaints("vendor.citation-file-format", broken) != ""
