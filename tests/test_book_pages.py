@@ -137,3 +137,61 @@ def test_chinese_words_of_the_summaries_are_found(query):
                   if any(text.startswith("## 中文小结") and query in text for text in sources(chapter, "markdown"))}
     assert containing, f"no 中文小结 contains {query!r}"
     assert containing <= found(index, query)
+
+
+# --- Log scales in the stored charts ---------------------------------------------------------------
+
+SPEC_START = re.compile(r"\}\)\((?=\{)")
+
+
+def stored_charts(chapter: Path) -> list[dict]:
+    """The Vega-Lite specifications of the chapter's stored Altair outputs."""
+    charts = []
+    for cell in json.loads(chapter.read_text(encoding="utf-8"))["cells"]:
+        for output in cell.get("outputs", []):
+            page = "".join(output.get("data", {}).get("text/html", ""))
+            for start in SPEC_START.finditer(page):
+                spec, _ = json.JSONDecoder().raw_decode(page, start.end())
+                charts.append(spec)
+    return charts
+
+
+def log_scale_values(spec: dict) -> list[tuple[str, object]]:
+    """(field, value) for every value that a log-scale channel of ``spec`` plots."""
+    found = []
+
+    def walk(node, data_name):
+        if isinstance(node, dict):
+            data_name = node.get("data", {}).get("name", data_name) if isinstance(node.get("data"), dict) else data_name
+            for channel in (node.get("encoding") or {}).values():
+                if isinstance(channel, dict) and (channel.get("scale") or {}).get("type") == "log":
+                    rows = spec.get("datasets", {}).get(data_name, [])
+                    found.extend((channel["field"], row.get(channel["field"])) for row in rows)
+            for key, value in node.items():
+                if key not in ("encoding", "datasets", "data"):
+                    walk(value, data_name)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, data_name)
+
+    walk(spec, None)
+    return found
+
+
+def test_a_zero_on_a_log_scale_is_found():
+    spec = {"data": {"name": "d"}, "datasets": {"d": [{"x": 0.0}, {"x": 1.0}]},
+            "encoding": {"x": {"field": "x", "scale": {"type": "log"}}}}
+    assert log_scale_values(spec) == [("x", 0.0), ("x", 1.0)]
+
+
+@pytest.mark.parametrize("chapter", [
+    pytest.param(chapter, marks=pytest.mark.xfail(strict=True, reason=(
+        "chapter 16's ε-placement chart rounds the input RMS to 4 decimals, so 7 of its 29 inputs "
+        "(1e-6 to 3.2e-5) are 0 on its log axis (Vega warns 'Log scale domain includes zero'): the "
+        "fix is in the cell and needs chapter 16 re-executed")))
+    if chapter.stem == "16_modern_decoder" else chapter
+    for chapter in CHAPTERS], ids=lambda path: path.stem)
+def test_log_scales_plot_only_positive_values(chapter):
+    bad = [(field, value) for spec in stored_charts(chapter) for field, value in log_scale_values(spec)
+           if not (isinstance(value, (int, float)) and value > 0)]
+    assert bad == []
