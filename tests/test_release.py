@@ -308,7 +308,8 @@ def test_pinning_touches_only_the_branch_and_refuses_what_it_cannot_pin(tmp_path
     (sources / chapter.name).write_text(chapter.read_text(encoding="utf-8"), encoding="utf-8")
     assert pin_release.pin_downloads(tmp_path, url, branch, COMMIT) == [sources / chapter.name]
     assert f"git+{url}@{COMMIT}" in (sources / chapter.name).read_text(encoding="utf-8")
-    with pytest.raises(RuntimeError):  # pinned already: nothing left to pin, so the build stops
+    assert pin_release.pin_downloads(tmp_path, url, branch, COMMIT) == []  # an incremental build
+    with pytest.raises(RuntimeError):  # pinned to another ref: nothing left to pin, so the build stops
         pin_release.pin_downloads(tmp_path, url, branch, "another")
 
 

@@ -57,10 +57,13 @@ def _pin_source(app, docname, source) -> None:
 
 
 def pin_downloads(outdir: str | Path, url: str, branch: str, ref: str) -> list[Path]:
-    """Pin the notebooks the download button gives (``_sources/book/NN_*.ipynb``); return them."""
+    """Pin the notebooks the download button gives (``_sources/book/NN_*.ipynb``); return those
+    rewritten (a notebook already pinned to ``ref`` by an earlier build is left as it is)."""
     pinned = []
     for notebook in sorted((Path(outdir) / "_sources" / "book").glob("[0-9][0-9]_*.ipynb")):
         text, count = pin(notebook.read_text(encoding="utf-8"), url, branch, ref)
+        if count == 0 and moving_spec(url, ref).search(text):
+            continue  # pinned by an earlier build with the same ref, and not copied again since
         if count == 0:
             raise RuntimeError(f"{notebook}: no 'git+{url}@{branch}' in its setup cell to pin to {ref}")
         notebook.write_text(text, encoding="utf-8")
@@ -76,7 +79,18 @@ def _pin_downloads(app, exception) -> None:
     pin_downloads(app.outdir, url, branch, ref)
 
 
+def _reread_when_the_ref_changes(app, env, added, changed, removed) -> list[str]:
+    """A build kept from a run with another BOOK_PIN_REF (or none) would keep its pages: read the
+    chapters again whenever the ref differs from the one the saved environment was built with."""
+    ref = os.environ.get(VARIABLE) or ""
+    if getattr(env, "pin_release_ref", "") == ref:
+        return []
+    env.pin_release_ref = ref
+    return [docname for docname in env.found_docs if is_chapter(docname)]
+
+
 def setup(app):
+    app.connect("env-get-outdated", _reread_when_the_ref_changes)
     app.connect("source-read", _pin_source)
     app.connect("build-finished", _pin_downloads)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
