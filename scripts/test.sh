@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 
 # One PyTorch thread per process (notebook kernels inherit it): the book's tensors are small, and
-# when other jobs share the CPU, more threads than free cores make every step wait (README: Under load).
+# when other jobs share the CPU, more threads than free cores make every step wait (MAINTAINING.md: Under load).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 
 # The browser test drives Debian's Chromium (Playwright's own browser download is not used).

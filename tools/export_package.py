@@ -60,6 +60,16 @@ The modules, in the order the book first writes them, and the chapters that writ
 {modules}
 """
 '''
+# The package's version is set in pyproject.toml only; the installed metadata reports it.
+VERSION = """
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("transformer-book")
+except _metadata.PackageNotFoundError:  # imported from src/ without being installed
+    __version__ = "0+unknown"
+
+"""
 
 
 class Region:
@@ -153,7 +163,7 @@ def render_init(modules: dict[str, list[Region]]) -> str:
     return (
         HEADER
         + INIT_DOCSTRING.format(modules="\n".join(lines))
-        + "\n"
+        + VERSION
         + "\n".join(sorted(imports))
         + f"\n\n__all__ = [\n{every}]\n"
     )

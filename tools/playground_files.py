@@ -21,7 +21,7 @@ from transformer_book.model import make_model
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 FORMAT = "transformer-book-playground/1"
-MAX_BYTES = 1_000_000  # the README promises less than 1 MB per weights file
+MAX_BYTES = 1_000_000  # MAINTAINING.md promises less than 1 MB per weights file
 
 
 def tensor_table(model: torch.nn.Module) -> tuple[list[dict], bytes]:

@@ -37,6 +37,13 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``distributed`` (chapter 17): Training past one machine
 """
 
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("transformer-book")
+except _metadata.PackageNotFoundError:  # imported from src/ without being installed
+    __version__ = "0+unknown"
+
 from transformer_book.attention import (
     check_dropout_module,
     check_mask,
