@@ -1,8 +1,10 @@
 """Tests for transformer_book.poems (chapter 15): the shipped Tang poems, their split, the
-character vocabulary."""
+character vocabulary; the poems' variant characters normalised (data/tang_poems_variants.tsv)."""
 
 import lzma
+import re
 from collections import Counter
+from importlib.resources import files
 
 import pytest
 import torch
@@ -20,7 +22,7 @@ from transformer_book import (
 
 def test_every_line_is_a_poem():
     poems = read_poems()
-    assert len(poems) == 18_409 and len(set(poems)) == 18_055
+    assert len(poems) == 18_409 and len(set(poems)) == 18_003
     assert poems[0].startswith("秦川雄帝宅，函谷壮皇居。")
     assert all(len(poem) % 6 == 0 for poem in poems)
 
@@ -36,14 +38,14 @@ def test_no_poem_on_two_sides_and_every_poem_on_one():
 def test_split_is_fixed():
     # recorded once: a change to the seed, the sort or the file changes the split
     assert poem_split("held-out") == poem_split("held-out")
-    assert poem_split("train", by="poem")[0].startswith("雷霆空霹雳，云雨竟虚无。")
-    assert poem_split("held-out", by="poem")[0].startswith("行旅悲摇落，风波厌别离。")
+    assert poem_split("train", by="poem")[0].startswith("雨声传两夜，寒事飒高秋。")
+    assert poem_split("held-out", by="poem")[0].startswith("雨歇万井春，柔条已含绿。")
     # split by meaning (the default): the same sizes, other poems
     train, held_out = poem_split("train", by="meaning"), poem_split("held-out", by="meaning")
     assert (train, held_out) == (poem_split("train"), poem_split("held-out"))
-    assert (len(train), len(held_out)) == (17_055, 1000)
-    assert train[0].startswith("地胜遗尘事，身闲念岁华。")
-    assert held_out[0].startswith("病来双树下，云脚上禅袍。")
+    assert (len(train), len(held_out)) == (17_003, 1000)
+    assert train[0].startswith("宓子昔为政，鸣琴登此台。")
+    assert held_out[0].startswith("疏鼓应繁丝，送神归九疑。")
 
 
 def crossing_twins(held_out: list[str], train: list[str]) -> list[str]:
@@ -83,7 +85,7 @@ def test_the_twin_check_fails_on_the_split_by_poem():
     by meaning) leaves near-twins on both sides: the check above must see them (chapter 15 counts
     them)."""
     crossing = crossing_twins(poem_split("held-out", by="poem"), poem_split("train", by="poem"))
-    assert len(crossing) == 78
+    assert len(crossing) == 72
 
 
 def test_bad_split_name_is_refused():
@@ -118,3 +120,48 @@ def test_vocabulary_round_trip_and_unknown_characters():
     assert batch[0, 5:].tolist() == [vocab.pad_id] * 3
     with pytest.raises(TypeError, match="str"):
         vocab.encode(["白"])
+
+
+DATA = files("transformer_book") / "data"
+
+
+def in_gb2312(character: str) -> bool:
+    try:
+        character.encode("gb2312")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def variant_table() -> dict[str, str]:
+    text = (DATA / "tang_poems_variants.tsv").read_text(encoding="utf-8")
+    return dict(line.split("\t") for line in text.splitlines() if not line.startswith("#"))
+
+
+def test_the_variant_table_maps_a_character_outside_gb2312_to_one_in_it():
+    table = variant_table()
+    assert len(table) == 4506 and table["疎"] == "疏" and table["鴈"] == "雁" and table["劒"] == "剑"
+    assert all(len(v) == len(f) == 1 and not in_gb2312(v) and in_gb2312(f) for v, f in table.items())
+    assert "祇" not in table and "籹" not in table  # a Simplified character (OpenCC); a wrong row
+
+
+def test_the_poems_hold_no_variant_the_table_maps():
+    table = variant_table()
+    found = Counter(c for poem in read_poems() for c in poem if c in table)
+    assert not found, f"variants left in the poems: {found.most_common(10)}"
+
+
+def test_the_readme_counts_after_are_the_shipped_poems():
+    """The line "After" of data/README.md (written by tools/build_poems.py), counted again here."""
+    characters = Counter(c for poem in read_poems() for c in poem if c not in "，。？")
+    outside = {c: n for c, n in characters.items() if not in_gb2312(c)}
+    basic = {c: n for c, n in outside.items() if "\u4e00" <= c <= "\u9fff"}
+    readme = (DATA / "README.md").read_text(encoding="utf-8")
+    after = re.search(r"^\* After \(the shipped file\): (.*)$", readme, flags=re.MULTILINE).group(1)
+    total = sum(characters.values())
+    assert after.startswith(f"{total:,} characters of {len(characters):,} types; {len(outside):,} types "
+                            f"outside GB2312, {sum(outside.values()):,} characters "
+                            f"({100 * sum(outside.values()) / total:.2f}%); ")
+    assert f"{len(basic):,} types, {sum(basic.values()):,} characters " in after
+    top = sorted(outside.items(), key=lambda item: (-item[1], item[0]))[:10]
+    assert after.endswith("Most frequent: " + ", ".join(f"{c} {n}" for c, n in top) + ".")
