@@ -43,8 +43,7 @@ def _check_source(source: torch.Tensor) -> None:
     check_tensor("source", source)
     if source.dim() != 2:
         raise ValueError(
-            "source must be token ids (batch, source); "
-            f"got shape {tuple(source.shape)}"
+            f"source must be token ids (batch, source); got shape {tuple(source.shape)}"
         )
     if source.size(0) == 0:
         raise ValueError(
@@ -108,7 +107,13 @@ def greedy_decode(
     Call ``model.eval()`` first: dropout would make the tokens random.
     """
     return _decode_loop(
-        model, source, source_mask, start_id, max_new_tokens, end_id, use_cache,
+        model,
+        source,
+        source_mask,
+        start_id,
+        max_new_tokens,
+        end_id,
+        use_cache,
         pick_next=lambda log_probs: log_probs.argmax(dim=-1),
     )
 
@@ -278,8 +283,14 @@ def sample_decode(
         return sample_next_token(scaled, 1.0, top_k, generator)  # (batch,)
 
     return _decode_loop(
-        model, source, source_mask, start_id, max_new_tokens, end_id,
-        use_cache=True, pick_next=draw,
+        model,
+        source,
+        source_mask,
+        start_id,
+        max_new_tokens,
+        end_id,
+        use_cache=True,
+        pick_next=draw,
     )
 
 

@@ -218,11 +218,19 @@ def hf_config(theirs, class_name: str, body: str, needed):
 
 
 def _config_from_hf(theirs) -> GPTConfig:
-    c = hf_config(theirs, "GPT2LMHeadModel", "transformer", lambda c: {
-        "scale_attn_weights": (c.scale_attn_weights, True),
-        "scale_attn_by_inverse_layer_idx": (c.scale_attn_by_inverse_layer_idx, False),
-        "add_cross_attention": (getattr(c, "add_cross_attention", False), False),
-    })
+    c = hf_config(
+        theirs,
+        "GPT2LMHeadModel",
+        "transformer",
+        lambda c: {
+            "scale_attn_weights": (c.scale_attn_weights, True),
+            "scale_attn_by_inverse_layer_idx": (
+                c.scale_attn_by_inverse_layer_idx,
+                False,
+            ),
+            "add_cross_attention": (getattr(c, "add_cross_attention", False), False),
+        },
+    )
     if c.activation_function not in HF_ACTIVATIONS:
         raise ValueError(
             f"GPT2Config.activation_function={c.activation_function!r} is not one of "
@@ -258,12 +266,12 @@ def hf_parameter_pairs(
     """
     d = ours.config.d_model
     h = theirs.transformer
+
     def same(t):
         return t
 
     def transposed(t):
         return t.T
-
 
     def part(i):
         return lambda t: (

@@ -28,8 +28,16 @@ from transformer_book.validation import check_positive_int, is_number
 
 # %% book/15_writing_poems.ipynb, cell 29
 def train_lm(
-    model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None,
-    evaluate=None, eval_every=10,
+    model,
+    vocab,
+    poems,
+    steps,
+    batch_size=32,
+    lr=3e-3,
+    seed=0,
+    device=None,
+    evaluate=None,
+    eval_every=10,
 ):
     """Train a GPT on the poems; return the training loss of every step.
 
@@ -133,8 +141,7 @@ def regular_form(poem: str) -> bool:
     ， and 。 (or ？), and there are 4 or 8 of them."""
     verses = VERSE.findall(poem)
     return len(verses) in (4, 8) and all(
-        len(verse) == 6
-        and verse[-1] in ("，" if i % 2 == 0 else "。？")
+        len(verse) == 6 and verse[-1] in ("，" if i % 2 == 0 else "。？")
         for i, verse in enumerate(verses)
     )
 
