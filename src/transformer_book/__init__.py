@@ -25,7 +25,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
 - ``training`` (chapter 9): Training
-- ``decoding`` (chapter 10): Decoding
+- ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
 - ``subwords`` (chapter 13): Subword tokens
@@ -60,7 +60,11 @@ from transformer_book.decoder import (
     DecoderLayer,
 )
 from transformer_book.decoding import (
+    NextScores,
     beam_search,
+    decode_loop,
+    decoder_only_scores,
+    encoder_decoder_scores,
     greedy_decode,
     length_penalized,
     sample_decode,
@@ -374,6 +378,7 @@ __all__ = [
     "ModernDecoder",
     "ModernLayer",
     "MultiHeadAttention",
+    "NextScores",
     "OutputLayer",
     "PoemVocabulary",
     "Poet",
@@ -422,6 +427,9 @@ __all__ = [
     "date_is_held_out",
     "date_source",
     "dates_task",
+    "decode_loop",
+    "decoder_only_scores",
+    "encoder_decoder_scores",
     "english_keys",
     "english_vocabulary",
     "english_words",
