@@ -6,6 +6,7 @@ tools and the book's Sphinx extension. (The notebooks' own check is tests/test_n
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 from test_notebook_style import REPO_ROOT, ruff
@@ -37,3 +38,27 @@ def test_sources_pass_ruff():
     found = findings(LINTED)
     lines = [f"{item['filename']}:{item['location']['row']}: {item['code']} {item['message']}" for item in found]
     assert not found, f"ruff check {' '.join(LINTED)}: {len(found)} findings:\n" + "\n".join(lines[:30])
+
+
+FORMATTED = ["src/transformer_book"]
+
+
+def unformatted(paths: list[str], cwd=REPO_ROOT) -> list[str]:
+    """The files ``ruff format --check`` would rewrite (each folder's own ruff configuration)."""
+    result = subprocess.run(
+        [*ruff(), "format", "--check", "--no-cache", *paths], capture_output=True, text=True, cwd=cwd, check=False
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return sorted({match.group(1) for match in re.finditer(r"^\s*--> (.+?):\d+:\d+$", result.stdout, re.MULTILINE)})
+
+
+def test_ruff_format_finds_an_unformatted_file(tmp_path):
+    (tmp_path / "ugly.py").write_text("x = [1,2 ,3]\n")
+    assert unformatted(["ugly.py"], cwd=tmp_path) == ["ugly.py"]
+
+
+def test_sources_are_formatted():
+    # The package is formatted in its chapters' export cells, at the code box's 88 characters
+    # (src/transformer_book/ruff.toml), so the generated modules come out formatted.
+    found = unformatted(FORMATTED)
+    assert not found, "ruff format would rewrite: " + ", ".join(found)

@@ -15,6 +15,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``validation`` (chapters 1, 15, 16): Argument checks shared by every module of the package
 - ``attention`` (chapter 2): Scaled dot-product attention
 - ``multihead`` (chapter 3): Multi-head attention, written in chapter 3, "Multi-head attention"
+- ``parity`` (chapters 3, 5, 7, 9, 15, 16): Parity
 - ``normalization`` (chapter 4): Layer normalization and the residual sublayer connection
 - ``feed_forward`` (chapters 5, 15): The position-wise feed-forward network
 - ``encoder`` (chapter 5): The encoder layer and the encoder stack
@@ -24,7 +25,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
 - ``training`` (chapter 9): Training
-- ``decoding`` (chapter 10): Decoding
+- ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
 - ``subwords`` (chapter 13): Subword tokens
@@ -57,11 +58,13 @@ from transformer_book.batching import (
 from transformer_book.decoder import (
     Decoder,
     DecoderLayer,
-    check_kinds,
-    load_torch_decoder_layer,
 )
 from transformer_book.decoding import (
+    NextScores,
     beam_search,
+    decode_loop,
+    decoder_only_scores,
+    encoder_decoder_scores,
     greedy_decode,
     length_penalized,
     sample_decode,
@@ -94,9 +97,6 @@ from transformer_book.distributed import (
 from transformer_book.encoder import (
     Encoder,
     EncoderLayer,
-    check_torch_layer,
-    copy_torch_feed_forward_and_norms,
-    load_torch_encoder_layer,
 )
 from transformer_book.feed_forward import (
     ACTIVATIONS,
@@ -111,13 +111,9 @@ from transformer_book.generator import (
 )
 from transformer_book.gpt import (
     GPT,
-    HF_ACTIVATIONS,
     GPTConfig,
     GPTLayer,
     causal_lm_loss,
-    gpt_from_hf,
-    hf_config,
-    hf_parameter_pairs,
 )
 from transformer_book.masking import (
     padding_mask,
@@ -127,8 +123,6 @@ from transformer_book.masking import (
 from transformer_book.model import (
     EmbeddingWithPositions,
     Transformer,
-    check_torch_transformer,
-    load_torch_transformer,
     make_model,
     sequence_loss,
     warmup_rate,
@@ -148,8 +142,6 @@ from transformer_book.modern import (
     alibi_mask,
     alibi_slopes,
     apply_rotary,
-    llama_from_hf,
-    llama_parameter_pairs,
     rotary_table,
     rotate_half,
     sweep_record,
@@ -158,7 +150,6 @@ from transformer_book.modern import (
 from transformer_book.multihead import (
     MultiHeadAttention,
     check_attention_mask,
-    load_torch_attention,
 )
 from transformer_book.normalization import (
     LayerNorm,
@@ -184,6 +175,22 @@ from transformer_book.numerals import (
     numbers_task,
     pretrained_numbers_model,
     random_number,
+)
+from transformer_book.parity import (
+    HF_ACTIVATIONS,
+    check_kinds,
+    check_torch_layer,
+    check_torch_transformer,
+    copy_torch_feed_forward_and_norms,
+    gpt_from_hf,
+    hf_config,
+    hf_parameter_pairs,
+    llama_from_hf,
+    llama_parameter_pairs,
+    load_torch_attention,
+    load_torch_decoder_layer,
+    load_torch_encoder_layer,
+    load_torch_transformer,
 )
 from transformer_book.poems import (
     HELD_OUT,
@@ -371,6 +378,7 @@ __all__ = [
     "ModernDecoder",
     "ModernLayer",
     "MultiHeadAttention",
+    "NextScores",
     "OutputLayer",
     "PoemVocabulary",
     "Poet",
@@ -419,6 +427,9 @@ __all__ = [
     "date_is_held_out",
     "date_source",
     "dates_task",
+    "decode_loop",
+    "decoder_only_scores",
+    "encoder_decoder_scores",
     "english_keys",
     "english_vocabulary",
     "english_words",

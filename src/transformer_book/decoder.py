@@ -17,16 +17,8 @@ import copy
 import torch
 from torch import nn
 
-from transformer_book.encoder import (
-    check_torch_layer,
-    copy_torch_feed_forward_and_norms,
-)
 from transformer_book.feed_forward import PositionwiseFeedForward
-from transformer_book.multihead import (
-    MultiHeadAttention,
-    check_attention_mask,
-    load_torch_attention,
-)
+from transformer_book.multihead import MultiHeadAttention, check_attention_mask
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.validation import check_positive, check_tensor
 
@@ -170,51 +162,8 @@ class Decoder(nn.Module):
         return self.norm(x)
 
 
-# %% book/07_cross_attention.ipynb, cell 25
-@torch.no_grad()
-def load_torch_decoder_layer(
-    ours: DecoderLayer, theirs: nn.TransformerDecoderLayer
-) -> DecoderLayer:
-    """Copy an nn.TransformerDecoderLayer's weights into our decoder layer.
-
-    Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute
-    the same function.
-
-    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
-    norm placement, activation (ours is ReLU) or layer-norm eps, and (TypeError) any
-    other kind of layer.
-    """
-    check_kinds(ours, theirs, DecoderLayer, nn.TransformerDecoderLayer)
-    check_torch_layer(ours, theirs)  # chapter 5: same sizes, norm placement, ReLU, eps
-    load_torch_attention(ours.self_attn, theirs.self_attn)
-    load_torch_attention(ours.cross_attn, theirs.multihead_attn)
-    copy_torch_feed_forward_and_norms(ours, theirs)  # linear1, linear2 and norm1..norm3
-    return ours
-
-
-def check_kinds(
-    ours: nn.Module, theirs: nn.Module, our_class: type, their_class: type
-) -> None:
-    """Check that ours and theirs are modules of the kinds a loader expects.
-
-    Raise a TypeError unless ours is an ``our_class`` and theirs a PyTorch
-    ``their_class``: a loader given another kind of module would fail half-way, on a
-    missing attribute."""
-    for side, module, expected, prefix in (
-        ("ours", ours, our_class, "a "),
-        ("theirs", theirs, their_class, "an nn."),
-    ):
-        if not isinstance(module, expected):
-            raise TypeError(
-                f"{side} must be {prefix}{expected.__name__}; "
-                f"got {type(module).__name__}"
-            )
-
-
 # %% the names this module exports (generated)
 __all__ = [
     "Decoder",
     "DecoderLayer",
-    "check_kinds",
-    "load_torch_decoder_layer",
 ]

@@ -3,39 +3,82 @@
 # and run `python tools/export_package.py`.
 
 # %% book/10_decoding.ipynb, cell 30
-"""Decoding: greedy, the key/value cache, beam search, sampling (chapter 10)."""
+"""Decoding: one loop for every model; greedy, the key/value cache, beam search,
+sampling (chapter 10)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from transformer_book.generator import sample_next_token
 from transformer_book.masking import subsequent_mask
-from transformer_book.model import Transformer
 from transformer_book.validation import check_positive, check_tensor
 
+if TYPE_CHECKING:  # for the annotations only: decoding does not need the model's code
+    from transformer_book.model import Transformer
 
-def _next_log_probs(
+# tokens (batch, t) -> the scores of the token after them, (batch, vocab)
+NextScores = Callable[[torch.Tensor], torch.Tensor]
+
+
+def decode_loop(
+    next_scores: NextScores,
+    tokens: torch.Tensor,
+    max_new_tokens: int,
+    end_id: int | None,
+    pick_next: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Append ``pick_next(scores, tokens)`` (batch,) at every step: the decoding loop.
+
+    Every model of the book decodes with this loop. ``next_scores(tokens)`` scores
+    the token after ``tokens`` (batch, t): (batch, vocab) log-probabilities or
+    logits, with or without the key/value cache (the scorer keeps it). A sequence
+    that has emitted ``end_id`` only repeats it, and the loop stops once every
+    sequence has ended. tokens (batch, t) -> (batch, t + new).
+    """
+    check_positive(max_new_tokens=max_new_tokens)
+    batch, device = tokens.size(0), tokens.device
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (batch,)
+    for _ in range(max_new_tokens):
+        next_token = pick_next(next_scores(tokens), tokens)  # (batch,)
+        if end_id is not None:
+            next_token = next_token.masked_fill(finished, end_id)
+            finished |= next_token == end_id
+        # (batch, t + 1)
+        tokens = torch.cat([tokens, next_token.unsqueeze(1)], dim=1)
+        if end_id is not None and bool(finished.all()):
+            break
+    return tokens
+
+
+def encoder_decoder_scores(
     model: Transformer,
     memory: torch.Tensor,
     source_mask: torch.Tensor | None,
-    tokens: torch.Tensor,
     caches: list[dict] | None,
-    step: int,
-) -> torch.Tensor:
-    """Log-probabilities of the token after ``tokens`` (batch, step + 1):
-    (batch, vocab)."""
-    # only the newest token goes in; earlier keys/values are cached
-    if caches is not None:
-        hidden = model.decode(
-            memory, source_mask, tokens[:, -1:], None, caches=caches, offset=step
-        )
-    else:  # the plain path: the whole prefix again, under the look-ahead mask
-        look_ahead = subsequent_mask(tokens.size(1), tokens.device)
-        hidden = model.decode(memory, source_mask, tokens, look_ahead)
-    return model.generator(hidden[:, -1])  # (batch, vocab)
+) -> NextScores:
+    """The next-token log-probabilities of an encoder-decoder, from its ``memory``.
+
+    With ``caches`` (``model.new_caches()``) only the newest token goes in and the
+    keys and values of the earlier ones are kept; without, the whole prefix again,
+    under the look-ahead mask.
+    """
+
+    def next_scores(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t)
+        if caches is not None:
+            step = tokens.size(1) - 1  # the newest token's position
+            hidden = model.decode(
+                memory, source_mask, tokens[:, -1:], None, caches=caches, offset=step
+            )
+        else:  # the plain path: the whole prefix again, under the look-ahead mask
+            look_ahead = subsequent_mask(tokens.size(1), tokens.device)
+            hidden = model.decode(memory, source_mask, tokens, look_ahead)
+        return model.generator(hidden[:, -1])  # (batch, vocab)
+
+    return next_scores
 
 
 def _check_source(source: torch.Tensor) -> None:
@@ -43,8 +86,7 @@ def _check_source(source: torch.Tensor) -> None:
     check_tensor("source", source)
     if source.dim() != 2:
         raise ValueError(
-            "source must be token ids (batch, source); "
-            f"got shape {tuple(source.shape)}"
+            f"source must be token ids (batch, source); got shape {tuple(source.shape)}"
         )
     if source.size(0) == 0:
         raise ValueError(
@@ -53,7 +95,7 @@ def _check_source(source: torch.Tensor) -> None:
         )
 
 
-def _decode_loop(
+def _translate(
     model: Transformer,
     source: torch.Tensor,
     source_mask: torch.Tensor | None,
@@ -61,29 +103,19 @@ def _decode_loop(
     max_new_tokens: int,
     end_id: int | None,
     use_cache: bool,
-    pick_next: Callable[[torch.Tensor], torch.Tensor],
+    pick_next: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 ) -> torch.Tensor:
-    """Encode once, then append ``pick_next(log_probs)`` (batch,) at every step; a
-    sequence that has emitted ``end_id`` only repeats it, and the loop stops once
-    every sequence has ended. source (batch, source) -> (batch, 1 + new)."""
+    """Encode once, then run the decoding loop from ``start_id``.
+
+    source (batch, source) -> (batch, 1 + new)."""
     check_positive(max_new_tokens=max_new_tokens)
     _check_source(source)
-    batch, device = source.size(0), source.device
     memory = model.encode(source, source_mask)  # (batch, source, d_model), once
-    tokens = torch.full((batch, 1), start_id, dtype=torch.long, device=device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (batch,)
     caches = model.new_caches() if use_cache else None
-    for step in range(max_new_tokens):
-        log_probs = _next_log_probs(model, memory, source_mask, tokens, caches, step)
-        next_token = pick_next(log_probs)  # (batch,)
-        if end_id is not None:
-            next_token = next_token.masked_fill(finished, end_id)
-            finished |= next_token == end_id
-        # (batch, step + 2)
-        tokens = torch.cat([tokens, next_token.unsqueeze(1)], dim=1)
-        if end_id is not None and bool(finished.all()):
-            break
-    return tokens
+    next_scores = encoder_decoder_scores(model, memory, source_mask, caches)
+    batch, device = source.size(0), source.device
+    tokens = torch.full((batch, 1), start_id, dtype=torch.long, device=device)
+    return decode_loop(next_scores, tokens, max_new_tokens, end_id, pick_next)
 
 
 @torch.no_grad()
@@ -107,9 +139,15 @@ def greedy_decode(
     ``use_cache=False`` re-decodes the whole prefix every step (same tokens, more work).
     Call ``model.eval()`` first: dropout would make the tokens random.
     """
-    return _decode_loop(
-        model, source, source_mask, start_id, max_new_tokens, end_id, use_cache,
-        pick_next=lambda log_probs: log_probs.argmax(dim=-1),
+    return _translate(
+        model,
+        source,
+        source_mask,
+        start_id,
+        max_new_tokens,
+        end_id,
+        use_cache,
+        pick_next=lambda log_probs, _: log_probs.argmax(dim=-1),
     )
 
 
@@ -168,8 +206,9 @@ def beam_search(
     # (batch, 1)
     first_row = torch.arange(batch, device=device).unsqueeze(1) * beam_size
     caches = model.new_caches() if use_cache else None
-    for step in range(max_new_tokens):
-        log_probs = _next_log_probs(model, memory, source_mask, tokens, caches, step)
+    next_scores = encoder_decoder_scores(model, memory, source_mask, caches)
+    for _ in range(max_new_tokens):
+        log_probs = next_scores(tokens)  # (batch * beam, vocab)
         vocab = log_probs.size(-1)
         log_probs = log_probs.view(batch, beam_size, vocab)
         if end_id is not None:  # a finished hypothesis may only add end_id, at no cost
@@ -269,7 +308,7 @@ def sample_decode(
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0; got temperature={temperature}")
 
-    def draw(log_probs: torch.Tensor) -> torch.Tensor:
+    def draw(log_probs: torch.Tensor, _) -> torch.Tensor:
         if temperature == 0:
             return log_probs.argmax(dim=-1)  # (batch,)
         scaled = log_probs / temperature  # (batch, vocab)
@@ -277,15 +316,45 @@ def sample_decode(
             scaled = top_p_filter(scaled, top_p)
         return sample_next_token(scaled, 1.0, top_k, generator)  # (batch,)
 
-    return _decode_loop(
-        model, source, source_mask, start_id, max_new_tokens, end_id,
-        use_cache=True, pick_next=draw,
+    return _translate(
+        model,
+        source,
+        source_mask,
+        start_id,
+        max_new_tokens,
+        end_id,
+        use_cache=True,
+        pick_next=draw,
     )
+
+
+# %% book/15_writing_poems.ipynb, cell 42
+def decoder_only_scores(model, caches: list[dict] | None = None) -> NextScores:
+    """The next-token logits of a decoder-only model (chapters 15 and 16).
+
+    With ``caches`` (``model.new_caches()``) only the tokens not yet seen go in, at
+    their positions after the cached ones; without, the whole prefix every step.
+    """
+    seen = 0  # tokens whose keys and values are in the caches
+
+    def next_scores(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t)
+        nonlocal seen
+        if caches is None:
+            return model(tokens)[:, -1]  # (batch, vocab)
+        logits = model(tokens[:, seen:], caches, seen)[:, -1]  # (batch, vocab)
+        seen = tokens.size(1)
+        return logits
+
+    return next_scores
 
 
 # %% the names this module exports (generated)
 __all__ = [
+    "NextScores",
     "beam_search",
+    "decode_loop",
+    "decoder_only_scores",
+    "encoder_decoder_scores",
     "greedy_decode",
     "length_penalized",
     "sample_decode",

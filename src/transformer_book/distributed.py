@@ -48,7 +48,9 @@ def micro_batch_index(
     ``accumulate * world_size`` micro-batches reads the same batches in the same step.
     """
     for name, value, low in (
-        ("world_size", world_size, 1), ("accumulate", accumulate, 1), ("step", step, 0),
+        ("world_size", world_size, 1),
+        ("accumulate", accumulate, 1),
+        ("step", step, 0),
     ):
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}; got {name}={value!r}")
@@ -113,7 +115,9 @@ class TranslationLoss(torch.nn.Module):
     def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         decoder_input, labels = target[:, :-1], target[:, 1:]  # (batch, t) each
         hidden = self.model(  # (batch, t, d_model), in bf16 under autocast
-            source, decoder_input, padding_mask(source, self.pad_id),
+            source,
+            decoder_input,
+            padding_mask(source, self.pad_id),
             target_mask(decoder_input, self.pad_id),
         )
         if hidden.dtype in (torch.bfloat16, torch.float16):
@@ -179,14 +183,18 @@ def train_steps(
             ]
             # (batch, source) and (batch, target) for each micro-batch
             pairs = [
-                (pad_rows([examples[i][0] for i in batches[index]], pad_id, device),
-                 pad_rows([examples[i][1] for i in batches[index]], pad_id, device))
+                (
+                    pad_rows([examples[i][0] for i in batches[index]], pad_id, device),
+                    pad_rows([examples[i][1] for i in batches[index]], pad_id, device),
+                )
                 for index in indices
             ]
             counts = [int((target[:, 1:] != pad_id).sum()) for _, target in pairs]
             global_tokens = all_reduce_sum(float(sum(counts)), device)
-            yield [(index, source, target, tokens, global_tokens)
-                   for index, (source, target), tokens in zip(indices, pairs, counts)]
+            yield [
+                (index, source, target, tokens, global_tokens)
+                for index, (source, target), tokens in zip(indices, pairs, counts)
+            ]
 
     sums = []  # each micro-batch's loss sum, this step
 
@@ -202,8 +210,14 @@ def train_steps(
 
     losses = []
     for micro_batched, _, _ in training_steps(
-        model, micro_batches(), loss_of, optimizer, schedule,
-        accumulate=True, sync=gradient_sync, scaler=scaler,
+        model,
+        micro_batches(),
+        loss_of,
+        optimizer,
+        schedule,
+        accumulate=True,
+        sync=gradient_sync,
+        scaler=scaler,
     ):
         global_tokens = micro_batched[0][-1]
         losses.append(all_reduce_sum(sum(sums, 0.0), device) / global_tokens)
@@ -223,14 +237,26 @@ def parse_arguments(argv=None):
     )
     add = parser.add_argument
     add("--steps", type=int, default=20, help="optimizer steps in all")
-    add("--accumulate", type=int, default=1,
-        help="micro-batches added up per process per step")
+    add(
+        "--accumulate",
+        type=int,
+        default=1,
+        help="micro-batches added up per process per step",
+    )
     add("--strategy", choices=("ddp", "fsdp"), default="ddp")
-    add("--precision", choices=PRECISIONS, default="fp32",
-        help="fp16 (with a gradient scaler) needs CUDA and ddp")
-    add("--normalise", choices=NORMALISATIONS, default="tokens",
+    add(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="fp16 (with a gradient scaler) needs CUDA and ddp",
+    )
+    add(
+        "--normalise",
+        choices=NORMALISATIONS,
+        default="tokens",
         help="tokens: by the step's token count over all processes; per_batch: "
-             "each batch's mean, averaged (the mistake)")
+        "each batch's mean, averaged (the mistake)",
+    )
     add("--max-tokens", type=int, default=TRANSLATION_TRAINING["max_tokens"])
     add("--seed", type=int, default=TRANSLATION_TRAINING["seed"])
     add("--device", choices=("auto", "cpu", "cuda"), default="auto")
@@ -333,16 +359,21 @@ def train_distributed(argv=None) -> dict:
     stream = batch_stream(lengths, args.max_tokens, args.seed)
     batches = list(itertools.islice(stream, args.steps * world_size * args.accumulate))
     settings = {
-        "accumulate": args.accumulate, "normalise": args.normalise,
-        "max_tokens": args.max_tokens, "seed": args.seed, "smoothing": smoothing,
+        "accumulate": args.accumulate,
+        "normalise": args.normalise,
+        "max_tokens": args.max_tokens,
+        "seed": args.seed,
+        "smoothing": smoothing,
         "batches_per_step": world_size * args.accumulate,
     }
     start = 0
     if args.resume:
         saved = load_checkpoint(args.resume, model, optimizer, schedule)
-        differing = {name: (saved["settings"][name], value)
-                     for name, value in settings.items()
-                     if saved["settings"][name] != value}
+        differing = {
+            name: (saved["settings"][name], value)
+            for name, value in settings.items()
+            if saved["settings"][name] != value
+        }
         if differing:
             raise ValueError(
                 f"{args.resume} was saved with other settings (saved, now): {differing}"
@@ -350,24 +381,43 @@ def train_distributed(argv=None) -> dict:
         start = saved["step"]
     stop = args.steps if args.stop_at is None else args.stop_at
     losses = train_steps(
-        model, optimizer, schedule, examples, batches, pad_id, steps=stop,
-        start=start, accumulate=args.accumulate, normalise=args.normalise,
-        precision=args.precision, scaler=scaler, seed=args.seed, device=device,
+        model,
+        optimizer,
+        schedule,
+        examples,
+        batches,
+        pad_id,
+        steps=stop,
+        start=start,
+        accumulate=args.accumulate,
+        normalise=args.normalise,
+        precision=args.precision,
+        scaler=scaler,
+        seed=args.seed,
+        device=device,
     )
     if args.checkpoint:
-        save_checkpoint(args.checkpoint, model, optimizer, schedule, stop,
-                        settings=settings)
+        save_checkpoint(
+            args.checkpoint, model, optimizer, schedule, stop, settings=settings
+        )
     held = [process_bytes(model, optimizer)]
     if dist.is_initialized():
         every = [None] * world_size
         dist.all_gather_object(every, held[0])
         held = every
     record = {
-        "loss": losses[-1] if losses else None, "parameter_sum": parameter_sum(model),
-        "losses": losses, "first_step": start + 1, "last_step": stop,
-        "processes": world_size, "strategy": args.strategy,
-        "precision": args.precision, "device": device.type, "bytes": held,
-        "seconds": time.perf_counter() - started, **settings,
+        "loss": losses[-1] if losses else None,
+        "parameter_sum": parameter_sum(model),
+        "losses": losses,
+        "first_step": start + 1,
+        "last_step": stop,
+        "processes": world_size,
+        "strategy": args.strategy,
+        "precision": args.precision,
+        "device": device.type,
+        "bytes": held,
+        "seconds": time.perf_counter() - started,
+        **settings,
     }
     if dist.is_initialized():
         dist.destroy_process_group()
@@ -402,8 +452,13 @@ def launch(arguments: Sequence[str] = (), processes: int = 2, script=None) -> di
             script = Path(folder) / "train.py"
             script.write_text(LAUNCH_SCRIPT, encoding="utf-8")
         command = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc_per_node={processes}", str(script), *map(str, arguments),
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            str(script),
+            *map(str, arguments),
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -447,11 +502,17 @@ def save_checkpoint(path, model, optimizer, schedule, step: int, **extra) -> Non
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     model_state, optimizer_state = get_state_dict(model, optimizer, options=options)
     if world()[0] == 0:
-        torch.save({
-            "model": model_state, "optimizer": optimizer_state,
-            "schedule": schedule.state_dict(), "step": step,
-            "rng": torch.get_rng_state(), **extra,
-        }, path)
+        torch.save(
+            {
+                "model": model_state,
+                "optimizer": optimizer_state,
+                "schedule": schedule.state_dict(),
+                "step": step,
+                "rng": torch.get_rng_state(),
+                **extra,
+            },
+            path,
+        )
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
 
@@ -465,7 +526,9 @@ def load_checkpoint(path, model, optimizer, schedule) -> dict:
 
     saved = torch.load(path, map_location="cpu", weights_only=True)
     set_state_dict(
-        model, optimizer, model_state_dict=saved["model"],
+        model,
+        optimizer,
+        model_state_dict=saved["model"],
         optim_state_dict=saved["optimizer"],
         options=StateDictOptions(full_state_dict=True),
     )

@@ -13,11 +13,10 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.feed_forward import PositionwiseFeedForward
-from transformer_book.multihead import MultiHeadAttention, load_torch_attention
+from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm, SublayerConnection
 from transformer_book.validation import check_positive
 
@@ -93,84 +92,8 @@ class Encoder(nn.Module):
         return self.norm(x)  # (batch, source, d_model)
 
 
-# %% book/05_feed_forward.ipynb, cell 46
-def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
-    """Check that PyTorch's layer ``theirs`` computes the same function as ours.
-
-    Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer
-    ``theirs`` computes the same function as our ``ours``: the same d_model, heads and
-    d_ff, the same norm placement, a ReLU, and the same eps in every layer norm. Chapter
-    7's decoder loader reuses it.
-    """
-    our_sizes = (ours.self_attn.d_model, ours.self_attn.heads, ours.feed_forward.d_ff)
-    their_sizes = (
-        theirs.self_attn.embed_dim,
-        theirs.self_attn.num_heads,
-        theirs.linear1.out_features,
-    )
-    if our_sizes != their_sizes:
-        raise ValueError(
-            "sizes differ: ours d_model={}, heads={}, d_ff={}; "
-            "theirs d_model={}, nhead={}, dim_feedforward={}".format(
-                *our_sizes, *their_sizes
-            )
-        )
-    if ours.sublayers[0].norm_first != theirs.norm_first:
-        raise ValueError(
-            "norm placement differs: "
-            f"ours norm_first={ours.sublayers[0].norm_first}, "
-            f"theirs norm_first={theirs.norm_first}"
-        )
-    if not (theirs.activation is F.relu or isinstance(theirs.activation, nn.ReLU)):
-        name = getattr(theirs.activation, "__name__", type(theirs.activation).__name__)
-        raise ValueError(f"ours uses ReLU; theirs uses activation={name}")
-    # norm1, norm2 (and the decoder's norm3)
-    for index, sublayer in enumerate(ours.sublayers, start=1):
-        their_eps = getattr(theirs, f"norm{index}").eps
-        if sublayer.norm.eps != their_eps:
-            raise ValueError(
-                f"layer-norm eps differs in norm{index}: "
-                f"ours eps={sublayer.norm.eps}, theirs eps={their_eps}"
-            )
-
-
-@torch.no_grad()
-def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> None:
-    """Copy a PyTorch layer's feed-forward weights and norms into ours.
-
-    Copy ``linear1``/``linear2`` into our FFN and ``norm1``, ``norm2`` (, ``norm3``)
-    into our sublayers' norms."""
-    ours.feed_forward.expand.load_state_dict(theirs.linear1.state_dict())
-    ours.feed_forward.contract.load_state_dict(theirs.linear2.state_dict())
-    for index, sublayer in enumerate(ours.sublayers, start=1):
-        their_norm = getattr(theirs, f"norm{index}")
-        sublayer.norm.gamma.copy_(their_norm.weight)
-        sublayer.norm.beta.copy_(their_norm.bias)
-
-
-@torch.no_grad()
-def load_torch_encoder_layer(
-    ours: EncoderLayer, theirs: nn.TransformerEncoderLayer
-) -> EncoderLayer:
-    """Copy an nn.TransformerEncoderLayer's weights into our encoder layer.
-
-    Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute
-    the same function.
-
-    Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
-    norm placement, activation (ours is ReLU) or layer-norm eps.
-    """
-    check_torch_layer(ours, theirs)
-    load_torch_attention(ours.self_attn, theirs.self_attn)
-    copy_torch_feed_forward_and_norms(ours, theirs)
-    return ours
-
-
 # %% the names this module exports (generated)
 __all__ = [
     "Encoder",
     "EncoderLayer",
-    "check_torch_layer",
-    "copy_torch_feed_forward_and_norms",
-    "load_torch_encoder_layer",
 ]

@@ -44,7 +44,10 @@ class OutputLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_features(
-            "x", x, self.d_model, self.proj.weight.dtype,
+            "x",
+            x,
+            self.d_model,
+            self.proj.weight.dtype,
             expected=f"decoder outputs (..., d_model={self.d_model})",
         )
         return F.log_softmax(self.proj(x), dim=-1)  # (..., vocab_size)

@@ -10,22 +10,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_book.decoder import (
-    Decoder,
-    DecoderLayer,
-    check_kinds,
-    load_torch_decoder_layer,
-)
-from transformer_book.encoder import (
-    Encoder,
-    EncoderLayer,
-    check_torch_layer,
-    load_torch_encoder_layer,
-)
+from transformer_book.decoder import Decoder, DecoderLayer
+from transformer_book.encoder import Encoder, EncoderLayer
 from transformer_book.generator import OutputLayer
 from transformer_book.masking import padding_mask, target_mask
 from transformer_book.multihead import MultiHeadAttention
-from transformer_book.normalization import LayerNorm
 from transformer_book.positional import Embeddings, PositionalEncoding
 from transformer_book.validation import check_positive
 
@@ -214,83 +203,6 @@ def make_model(
     return model
 
 
-# %% book/09_full_transformer.ipynb, cell 22
-@torch.no_grad()
-def load_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> Transformer:
-    """Copy an nn.Transformer's weights into our encoder and decoder stacks.
-
-    nn.Transformer has no embeddings or generator, and it ends each stack with a layer
-    norm (unless given custom stacks without one), so ours is built with
-    ``final_norm=True`` to match. Any difference that would make the two compute
-    different functions is refused, naming it, before anything is copied.
-    """
-    check_torch_transformer(ours, theirs)
-    for layer, their_layer in zip(ours.encoder.layers, theirs.encoder.layers):
-        load_torch_encoder_layer(layer, their_layer)
-    for layer, their_layer in zip(ours.decoder.layers, theirs.decoder.layers):
-        load_torch_decoder_layer(layer, their_layer)
-    for norm, their_norm in (
-        (ours.encoder.norm, theirs.encoder.norm),
-        (ours.decoder.norm, theirs.decoder.norm),
-    ):
-        if their_norm is not None:  # then ours has one too: checked above
-            norm.gamma.copy_(their_norm.weight)
-            norm.beta.copy_(their_norm.bias)
-    return ours
-
-
-# %% book/09_full_transformer.ipynb, cell 23
-def check_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> None:
-    """Check that load_torch_transformer can copy theirs into ours.
-
-    Raise unless load_torch_transformer can make ours compute what theirs computes,
-    naming what differs: another kind of model (TypeError); the number of layers, the
-    norm placement or the final norms; then, layer by layer, the sizes, activation and
-    layer-norm eps (chapter 5's check), and the eps of the final norms (ValueError).
-    """
-    check_kinds(ours, theirs, Transformer, nn.Transformer)
-    pairs = {
-        "encoder layers": (len(ours.encoder.layers), len(theirs.encoder.layers)),
-        "decoder layers": (len(ours.decoder.layers), len(theirs.decoder.layers)),
-        "norm_first": (
-            ours.encoder.layers[0].sublayers[0].norm_first,
-            theirs.encoder.layers[0].norm_first,
-        ),
-        "encoder final norm": (
-            isinstance(ours.encoder.norm, LayerNorm),
-            theirs.encoder.norm is not None,
-        ),
-        "decoder final norm": (
-            isinstance(ours.decoder.norm, LayerNorm),
-            theirs.decoder.norm is not None,
-        ),
-    }
-    different = [
-        f"{name} (ours {mine}, theirs {their})"
-        for name, (mine, their) in pairs.items()
-        if mine != their
-    ]
-    if different:
-        raise ValueError(
-            "cannot copy nn.Transformer's weights: the models differ in "
-            + ", ".join(different)
-        )
-    for stack in ("encoder", "decoder"):
-        our_stack, their_stack = getattr(ours, stack), getattr(theirs, stack)
-        for index, (layer, their_layer) in enumerate(
-            zip(our_stack.layers, their_stack.layers)
-        ):
-            try:
-                check_torch_layer(layer, their_layer)
-            except ValueError as error:
-                raise ValueError(f"{stack} layer {index}: {error}") from None
-        if their_stack.norm is not None and our_stack.norm.eps != their_stack.norm.eps:
-            raise ValueError(
-                f"layer-norm eps differs in the {stack} final norm: "
-                f"ours eps={our_stack.norm.eps}, theirs eps={their_stack.norm.eps}"
-            )
-
-
 # %% book/09_full_transformer.ipynb, cell 40
 def sequence_loss(
     model: Transformer,
@@ -339,8 +251,6 @@ def warmup_rate(
 __all__ = [
     "EmbeddingWithPositions",
     "Transformer",
-    "check_torch_transformer",
-    "load_torch_transformer",
     "make_model",
     "sequence_loss",
     "warmup_rate",

@@ -20,7 +20,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.feed_forward import ActivationFeedForward
-from transformer_book.gpt import hf_config
 from transformer_book.masking import subsequent_mask
 from transformer_book.normalization import LayerNorm
 from transformer_book.positional import sinusoidal_table
@@ -176,12 +175,20 @@ class GroupedQueryAttention(nn.Module):
     ``mask`` (1, heads, queries, keys) is added per head (ALiBi's, later on).
     """
 
-    def __init__(self, d_model: int, heads: int, kv_heads: int | None = None,
-                 layout: str = "half"):
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        kv_heads: int | None = None,
+        layout: str = "half",
+    ):
         super().__init__()
         kv_heads = heads if kv_heads is None else kv_heads
-        for name, value in (("d_model", d_model), ("heads", heads),
-                            ("kv_heads", kv_heads)):
+        for name, value in (
+            ("d_model", d_model),
+            ("heads", heads),
+            ("kv_heads", kv_heads),
+        ):
             check_positive_int(name, value)
         if d_model % heads:
             raise ValueError(
@@ -269,11 +276,16 @@ class ModernConfig:
             check_positive_int("d_ff", self.d_ff)
         check_positive_number("theta", self.theta)
         check_positive_number("eps", self.eps)
-        for name, allowed in (("positions", POSITIONS), ("norm", NORMS),
-                              ("feed_forward", FEED_FORWARDS)):
+        for name, allowed in (
+            ("positions", POSITIONS),
+            ("norm", NORMS),
+            ("feed_forward", FEED_FORWARDS),
+        ):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}; "
-                                 f"got {name}={getattr(self, name)!r}")
+                raise ValueError(
+                    f"{name} must be one of {allowed}; "
+                    f"got {name}={getattr(self, name)!r}"
+                )
         rotary = self.positions == "rotary"
         if self.d_model % self.heads or (rotary and (self.d_model // self.heads) % 2):
             raise ValueError(
@@ -281,8 +293,9 @@ class ModernConfig:
                 f"got d_model={self.d_model}, heads={self.heads}"
             )
         if self.positions == "sinusoidal" and self.d_model % 2:
-            raise ValueError(f"sinusoidal positions need an even d_model; "
-                             f"got d_model={self.d_model}")
+            raise ValueError(
+                f"sinusoidal positions need an even d_model; got d_model={self.d_model}"
+            )
         if self.heads % kv_heads:
             raise ValueError(
                 f"heads must be a multiple of kv_heads; got heads={self.heads}, "
@@ -313,7 +326,8 @@ class ModernLayer(nn.Module):
             self.feed_forward = SwiGLU(config.d_model, config.hidden)
         else:
             self.feed_forward = ActivationFeedForward(
-                config.d_model, config.hidden, "gelu_tanh")
+                config.d_model, config.hidden, "gelu_tanh"
+            )
 
     def forward(self, x, cos, sin, mask, cache=None):
         x = x + self.self_attn(self.attention_norm(x), cos, sin, mask, cache)
@@ -394,91 +408,6 @@ class ModernDecoder(nn.Module):
         return self.final_norm(x) @ self.output_weight().T  # (batch, seq, vocab)
 
 
-# %% book/16_modern_decoder.ipynb, cell 46
-def _rope(c) -> dict:
-    """The rotary settings of a LlamaConfig (newer transformers: rope_parameters)."""
-    return getattr(c, "rope_parameters", None) or {
-        "rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
-
-
-def _llama_config(theirs) -> ModernConfig:
-    c = hf_config(theirs, "LlamaForCausalLM", "model", lambda c: {
-        "attention_bias": (c.attention_bias, False),
-        "mlp_bias": (c.mlp_bias, False),
-        "hidden_act": (c.hidden_act, "silu"),
-        "rope_type": (_rope(c).get("rope_type", "default"), "default"),
-        "head_dim": (getattr(c, "head_dim", None) or c.hidden_size
-                     // c.num_attention_heads, c.hidden_size // c.num_attention_heads),
-    })
-    rope = _rope(c)
-    return ModernConfig(
-        vocab_size=c.vocab_size, d_model=c.hidden_size, heads=c.num_attention_heads,
-        kv_heads=c.num_key_value_heads or c.num_attention_heads,
-        layers=c.num_hidden_layers, d_ff=c.intermediate_size,
-        theta=float(rope["rope_theta"]), layout="half", eps=c.rms_norm_eps,
-        tie_embeddings=bool(c.tie_word_embeddings),
-    )
-
-
-def llama_parameter_pairs(ours: ModernDecoder, theirs) -> list[tuple]:
-    """Pair each of our ModernDecoder's parameters with its Llama counterpart.
-
-    (our name, our parameter, their parameter) for every weight: the two
-    models keep the same matrices in the same layout, under other names."""
-    h = theirs.model
-    pairs = [("tokens.weight", ours.tokens.weight, h.embed_tokens.weight)]
-    for index, (mine, block) in enumerate(zip(ours.layers, h.layers)):
-        p = f"layers.{index}."
-        a, f = mine.self_attn, mine.feed_forward
-        for name, our, their in (
-            ("attention_norm.gamma", mine.attention_norm.gamma,
-             block.input_layernorm.weight),
-            ("self_attn.query_proj.weight", a.query_proj.weight,
-             block.self_attn.q_proj.weight),
-            ("self_attn.key_proj.weight", a.key_proj.weight,
-             block.self_attn.k_proj.weight),
-            ("self_attn.value_proj.weight", a.value_proj.weight,
-             block.self_attn.v_proj.weight),
-            ("self_attn.output_proj.weight", a.output_proj.weight,
-             block.self_attn.o_proj.weight),
-            ("ffn_norm.gamma", mine.ffn_norm.gamma,
-             block.post_attention_layernorm.weight),
-            ("feed_forward.gate.weight", f.gate.weight, block.mlp.gate_proj.weight),
-            ("feed_forward.up.weight", f.up.weight, block.mlp.up_proj.weight),
-            ("feed_forward.down.weight", f.down.weight, block.mlp.down_proj.weight),
-        ):
-            pairs.append((p + name, our, their))
-    pairs.append(("final_norm.gamma", ours.final_norm.gamma, h.norm.weight))
-    if not ours.config.tie_embeddings:
-        pairs.append(("output.weight", ours.output.weight, theirs.lm_head.weight))
-    return pairs
-
-
-@torch.no_grad()
-def llama_from_hf(theirs) -> ModernDecoder:
-    """Build our ModernDecoder holding a copy of a Hugging Face Llama's weights.
-
-    Our ModernDecoder with the configuration of a Hugging Face
-    ``LlamaForCausalLM``, holding a copy of its weights, in their dtype and on
-    their device."""
-    config = _llama_config(theirs)
-    reference = next(theirs.parameters())
-    ours = ModernDecoder(config).to(device=reference.device, dtype=reference.dtype)
-    pairs = llama_parameter_pairs(ours, theirs)
-    for name, mine, their in pairs:
-        if mine.shape != their.shape:
-            raise ValueError(f"{name}: ours {tuple(mine.shape)}, "
-                             f"theirs {tuple(their.shape)}")
-        mine.copy_(their.detach())
-    # their embedding's padding row gets no gradient: nor does ours
-    ours.tokens.padding_idx = theirs.model.embed_tokens.padding_idx
-    copied = {id(mine) for _, mine, _ in pairs}
-    missed = [name for name, p in ours.named_parameters() if id(p) not in copied]
-    if missed:
-        raise RuntimeError(f"no Llama weight copied into {missed}")
-    return ours.train(theirs.training)
-
-
 # %% book/16_modern_decoder.ipynb, cell 54
 SWEEPS = ("modern_sweep", "length_sweep")  # weights/NAME.json, by tools/train_NAME.py
 
@@ -511,8 +440,9 @@ def alibi_slopes(heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_mask(heads: int, queries: int, offset: int = 0, device=None,
-               dtype=None) -> torch.Tensor:
+def alibi_mask(
+    heads: int, queries: int, offset: int = 0, device=None, dtype=None
+) -> torch.Tensor:
     """Build ALiBi's causal additive mask, (1, heads, queries, offset + queries).
 
     Query i (at position offset + i) and key j get -slope_h * (offset + i - j)
@@ -547,8 +477,6 @@ __all__ = [
     "alibi_mask",
     "alibi_slopes",
     "apply_rotary",
-    "llama_from_hf",
-    "llama_parameter_pairs",
     "rotary_table",
     "rotate_half",
     "sweep_record",

@@ -245,57 +245,8 @@ class MultiHeadAttention(nn.Module):
         return keys, values
 
 
-# %% book/03_multi_head_attention.ipynb, cell 24
-@torch.no_grad()
-def load_torch_attention(
-    ours: MultiHeadAttention, theirs: nn.MultiheadAttention
-) -> MultiHeadAttention:
-    """Copy an nn.MultiheadAttention's weights into ours: the same function.
-
-    PyTorch stacks W^Q, W^K and W^V into one (3 d_model, d_model) ``in_proj_weight``;
-    we keep three.
-    """
-    if theirs.embed_dim != ours.d_model or theirs.num_heads != ours.heads:
-        raise ValueError(
-            f"sizes differ: ours d_model={ours.d_model}, heads={ours.heads}; "
-            f"theirs embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
-        )
-    if (
-        theirs.in_proj_weight is None
-        or theirs.bias_k is not None
-        or theirs.add_zero_attn
-    ):
-        raise ValueError(
-            "only nn.MultiheadAttention with kdim = vdim = embed_dim, "
-            "add_bias_kv=False and add_zero_attn=False can be copied; got "
-            f"kdim={theirs.kdim}, vdim={theirs.vdim}, "
-            f"add_bias_kv={theirs.bias_k is not None}, "
-            f"add_zero_attn={theirs.add_zero_attn}"
-        )
-    if (theirs.in_proj_bias is None) != (ours.query_proj.bias is None):
-        raise ValueError(
-            f"bias settings differ: ours bias={ours.query_proj.bias is not None}, "
-            f"theirs bias={theirs.in_proj_bias is not None}"
-        )
-    for projection, weight, bias in zip(
-        (ours.query_proj, ours.key_proj, ours.value_proj),
-        theirs.in_proj_weight.chunk(3),
-        theirs.in_proj_bias.chunk(3)
-        if theirs.in_proj_bias is not None
-        else (None,) * 3,
-    ):
-        projection.weight.copy_(weight)
-        if bias is not None:
-            projection.bias.copy_(bias)
-    ours.output_proj.weight.copy_(theirs.out_proj.weight)
-    if theirs.out_proj.bias is not None:
-        ours.output_proj.bias.copy_(theirs.out_proj.bias)
-    return ours
-
-
 # %% the names this module exports (generated)
 __all__ = [
     "MultiHeadAttention",
     "check_attention_mask",
-    "load_torch_attention",
 ]

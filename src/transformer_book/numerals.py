@@ -13,8 +13,16 @@ from transformer_book.tasks import Task, Vocabulary
 
 ONES = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 TEENS = (
-    "ten", "eleven", "twelve", "thirteen", "fourteen",
-    "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
 )
 TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 ENGLISH_WORDS = ONES + TEENS + TENS + ("hundred", "and", "thousand", "million")

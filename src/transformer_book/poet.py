@@ -18,7 +18,7 @@ from importlib.resources import files
 import torch
 import torch.nn.functional as F
 
-from transformer_book.decoding import top_p_filter
+from transformer_book.decoding import decode_loop, decoder_only_scores, top_p_filter
 from transformer_book.generator import sample_next_token
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
@@ -28,8 +28,16 @@ from transformer_book.validation import check_positive_int, is_number
 
 # %% book/15_writing_poems.ipynb, cell 29
 def train_lm(
-    model, vocab, poems, steps, batch_size=32, lr=3e-3, seed=0, device=None,
-    evaluate=None, eval_every=10,
+    model,
+    vocab,
+    poems,
+    steps,
+    batch_size=32,
+    lr=3e-3,
+    seed=0,
+    device=None,
+    evaluate=None,
+    eval_every=10,
 ):
     """Train a GPT on the poems; return the training loss of every step.
 
@@ -133,13 +141,12 @@ def regular_form(poem: str) -> bool:
     ， and 。 (or ？), and there are 4 or 8 of them."""
     verses = VERSE.findall(poem)
     return len(verses) in (4, 8) and all(
-        len(verse) == 6
-        and verse[-1] in ("，" if i % 2 == 0 else "。？")
+        len(verse) == 6 and verse[-1] in ("，" if i % 2 == 0 else "。？")
         for i, verse in enumerate(verses)
     )
 
 
-# %% book/15_writing_poems.ipynb, cell 42
+# %% book/15_writing_poems.ipynb, cell 43
 def acrostic_logits(logits, written, heads, vocab):
     """Edit one step's logits (vocab,) so that the verses open with ``heads``, in order.
 
@@ -159,7 +166,7 @@ def acrostic_logits(logits, written, heads, vocab):
     return logits
 
 
-# %% book/15_writing_poems.ipynb, cell 43
+# %% book/15_writing_poems.ipynb, cell 44
 class Poet:
     """A GPT with its character vocabulary, that writes poems."""
 
@@ -209,30 +216,42 @@ class Poet:
         ids = [vocab.boundary_id]
         if not acrostic:
             ids += vocab.encode(prompt, boundaries=False)
+        room = model.config.max_len - len(ids)  # characters the poem may still add
+        if room < 0:
+            raise ValueError(
+                f"prompt {prompt!r} is {len(ids) - 1} characters; the poet writes at "
+                f"most {model.config.max_len - 1}"
+            )
         device = next(model.parameters()).device
         # drawn on the CPU: a seed draws the same random numbers on every device
         generator = torch.Generator().manual_seed(seed)
-        caches, offset, feed = model.new_caches(), 0, ids
-        while True:
-            tokens = torch.tensor([feed], device=device)  # (1, new tokens)
-            logits = model(tokens, caches, offset)[0, -1].cpu().clone()  # (vocab,)
-            offset += len(feed)
+
+        def pick_next(logits, tokens):  # (1, vocab), (1, written so far) -> (1,)
+            logits = logits[0].cpu().clone()  # (vocab,)
             logits[[vocab.pad_id, vocab.unk_id]] = float("-inf")
-            if len(ids) == 1:
+            if tokens.size(1) == 1:
                 logits[vocab.boundary_id] = float("-inf")  # not an empty poem
             if acrostic:
-                logits = acrostic_logits(logits, ids[1:], prompt, vocab)
+                logits = acrostic_logits(logits, tokens[0, 1:].tolist(), prompt, vocab)
             if temperature > 0:
                 logits = top_p_filter(logits / temperature, top_p)
             greedy_or_drawn = 1.0 if temperature > 0 else 0
-            chosen = int(sample_next_token(logits, greedy_or_drawn, top_k, generator))
-            if chosen == vocab.boundary_id or offset >= model.config.max_len:
-                return vocab.decode(ids)
-            ids.append(chosen)
-            feed = [chosen]
+            chosen = sample_next_token(logits, greedy_or_drawn, top_k, generator)
+            return chosen.view(1).to(device)
+
+        if room == 0:
+            return vocab.decode(ids)
+        # chapter 10's loop: it stops at the closing <s>, or when the poem fills max_len
+        start = torch.tensor([ids], device=device)  # (1, written so far)
+        next_scores = decoder_only_scores(model, model.new_caches())
+        tokens = decode_loop(next_scores, start, room, vocab.boundary_id, pick_next)
+        written = tokens[0].tolist()
+        if written[-1] == vocab.boundary_id:  # the closing <s> is not part of the poem
+            written.pop()
+        return vocab.decode(written)
 
 
-# %% book/15_writing_poems.ipynb, cell 48
+# %% book/15_writing_poems.ipynb, cell 49
 POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocabulary
 POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
 POET_WEIGHTS = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py

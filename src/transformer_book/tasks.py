@@ -60,7 +60,7 @@ class Vocabulary:
             if unknown:
                 raise ValueError(
                     f"cannot encode {unknown!r}: not in the vocabulary "
-                    f"{self.tokens[len(self.specials):]!r}"
+                    f"{self.tokens[len(self.specials) :]!r}"
                 )
         return [self.ids.get(token, self.unk_id) for token in tokens]
 

@@ -39,8 +39,17 @@ def paper_optimizer(
     return optimizer, schedule
 
 
-def training_steps(model, batches, loss_of, optimizer, schedule=None, *,
-                   accumulate=False, sync=None, scaler=None):
+def training_steps(
+    model,
+    batches,
+    loss_of,
+    optimizer,
+    schedule=None,
+    *,
+    accumulate=False,
+    sync=None,
+    scaler=None,
+):
     """Take one optimiser step per batch; after each, yield (batch, loss, lr).
 
     The training loop of the book: every model in it trains through this generator.

@@ -33,8 +33,13 @@ TRANSLATION_CONFIG = dict(
 # How tools/train_translator.py trains it: learn_bpe(train English, num_merges), then
 # train_translator(..., **the rest), averaging the last keep_last epochs' weights.
 TRANSLATION_TRAINING = dict(
-    num_merges=2000, epochs=16, max_tokens=1500, warmup_steps=1000, smoothing=0.1,
-    seed=0, keep_last=5,
+    num_merges=2000,
+    epochs=16,
+    max_tokens=1500,
+    warmup_steps=1000,
+    smoothing=0.1,
+    seed=0,
+    keep_last=5,
 )
 
 
@@ -106,7 +111,7 @@ class Translator:
         return ids
 
     def target_ids(self, sentence: str) -> list[int]:
-        """"<s>", a Chinese sentence's characters, "</s>"."""
+        """ "<s>", a Chinese sentence's characters, "</s>"."""
         vocab = self.target_vocab
         return [vocab.start_id, *vocab.encode(sentence), vocab.end_id]
 
@@ -148,13 +153,23 @@ class Translator:
             max_new = min(2 * source.size(1) + 10, self.max_tokens - 1)
             if beam_size == 1:
                 tokens = greedy_decode(
-                    self.model, source, source_mask, vocab.start_id, max_new,
+                    self.model,
+                    source,
+                    source_mask,
+                    vocab.start_id,
+                    max_new,
                     vocab.end_id,
                 )
             else:
                 tokens, _ = beam_search(
-                    self.model, source, source_mask, vocab.start_id, max_new,
-                    beam_size, vocab.end_id, alpha,
+                    self.model,
+                    source,
+                    source_mask,
+                    vocab.start_id,
+                    max_new,
+                    beam_size,
+                    vocab.end_id,
+                    alpha,
                 )
             translations += ["".join(vocab.decode(row)) for row in tokens.cpu()]
         return translations
@@ -209,8 +224,10 @@ def train_translator(
     for epoch in range(1, epochs + 1):
         loss_sum, token_count = 0.0, 0
         batches = (  # (batch, source) and (batch, target + 2)
-            (pad_rows([examples[i][0] for i in batch], pad_id, device),
-             pad_rows([examples[i][1] for i in batch], pad_id, device))
+            (
+                pad_rows([examples[i][0] for i in batch], pad_id, device),
+                pad_rows([examples[i][1] for i in batch], pad_id, device),
+            )
             for batch in length_batches(lengths, max_tokens, seed=seed * 1000 + epoch)
         )
         steps = training_steps(model, batches, loss_of, optimizer, schedule)
@@ -225,8 +242,10 @@ def train_translator(
         record["lr"] = schedule.get_last_lr()[0]
         if epoch > epochs - keep_last:
             checkpoints.append(
-                {name: value.detach().cpu().clone() for name, value in
-                 model.state_dict().items()}
+                {
+                    name: value.detach().cpu().clone()
+                    for name, value in model.state_dict().items()
+                }
             )
         if on_epoch is not None:
             record |= on_epoch(epoch, translator)
@@ -320,8 +339,10 @@ def translator_state(translator: Translator, dtype=torch.float16) -> dict:
         "source_tokens": translator.source_vocab.tokens[4:],
         "target_tokens": translator.target_vocab.tokens[4:],
         "state_dict": {
-            name: value.detach().cpu().to(dtype) if value.is_floating_point() else
-            value.detach().cpu() for name, value in model.state_dict().items()
+            name: value.detach().cpu().to(dtype)
+            if value.is_floating_point()
+            else value.detach().cpu()
+            for name, value in model.state_dict().items()
         },
     }
 
