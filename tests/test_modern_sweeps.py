@@ -74,10 +74,11 @@ def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs():
     for arm in ("layernorm", "mha"):
         assert min(perplexities(arm)) < max(perplexities("modern")), arm
         assert min(perplexities("modern")) < max(perplexities(arm)), arm
-    # "a learned table is a little better, with every seed"
+    # "a learned table is a little better on average, lower with two seeds of three, within the
+    # seeds' spread"
     pairs = zip(perplexities("learned"), perplexities("modern"))
-    assert all(learned < modern for learned, modern in pairs)
-    assert mean(perplexities("modern")) - mean(perplexities("learned")) < spread("modern")
+    assert sum(learned < modern for learned, modern in pairs) == 2
+    assert 0 < mean(perplexities("modern")) - mean(perplexities("learned")) < spread("modern")
     # "no change undone on its own brings the modern block to GPT-2's level"
     assert all(mean(perplexities(arm)) > max(perplexities("gpt2"))
                for arm in SWEEP["runs"] if arm != "gpt2")
