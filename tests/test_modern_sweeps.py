@@ -38,7 +38,10 @@ def test_every_arm_and_seed_is_recorded_with_the_tools_settings(record, tool):
 
 def test_the_arms_are_what_the_tool_builds_and_their_sizes_match():
     counts = {arm: SWEEP["arms"][arm]["parameters"] for arm in SWEEP["arms"]}
-    assert all(abs(count / counts["gpt2"] - 1) < 0.05 for count in counts.values())
+    # "within a few percent": at most 5.1% (the GELU arm, 5.1% fewer than GPT-2's block; the
+    # vocabulary of 5,501 tokens, 5,783 before the poems' variants were normalised, is a smaller
+    # share of each arm than it was)
+    assert all(abs(count / counts["gpt2"] - 1) < 0.06 for count in counts.values())
     assert SWEEP["arms"]["mha"]["config"]["kv_heads"] == 4
     assert SWEEP["arms"]["modern"]["config"] == sweep_tool.MODERN
 
@@ -66,9 +69,10 @@ def spread(arm: str) -> float:
 
 
 def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs():
-    # "GPT-2's block is ahead of the modern one ... lower with every seed" (the same seed draws
-    # the same batches for every arm)
-    assert all(gpt2 < modern for gpt2, modern in zip(perplexities("gpt2"), perplexities("modern")))
+    # "GPT-2's block is ahead of the modern one ... lower with every seed, though with one of them
+    # barely" (the same seed draws the same batches for every arm)
+    gaps = [modern - gpt2 for gpt2, modern in zip(perplexities("gpt2"), perplexities("modern"))]
+    assert min(gaps) > 0 and sorted(gaps)[0] < 1 < sorted(gaps)[1]
     # "RMSNorm -> LayerNorm changes nothing the seeds can tell apart", "grouped-query ->
     # multi-head attention ... either": the ranges overlap
     for arm in ("layernorm", "mha"):

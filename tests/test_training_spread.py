@@ -52,10 +52,10 @@ def test_chapter_12s_check_holds_on_every_recorded_run():
 
 
 def test_chapter_15s_check_holds_on_every_recorded_run():
-    # its training cell: assert losses[-1] < losses[0] - 1.5; then the bigram (255) beats it
+    # its training cell: assert losses[-1] < losses[0] - 1.5; then the bigram (268) beats it
     for run in runs("poems"):
         assert run["last loss"] < run["first loss"] - 1.5 - 0.3
-        assert run["held-out perplexity"] > 255 * 1.5
+        assert run["held-out perplexity"] > 268 * 1.5
 
 
 def test_chapter_11s_ablation_order_holds_in_every_recorded_run():
