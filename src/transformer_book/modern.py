@@ -10,10 +10,8 @@ copies a Hugging Face ``LlamaForCausalLM`` into it."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from importlib.resources import files
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +21,7 @@ from transformer_book.feed_forward import ActivationFeedForward
 from transformer_book.masking import subsequent_mask
 from transformer_book.normalization import LayerNorm
 from transformer_book.positional import sinusoidal_table
+from transformer_book.shipped import load_record
 from transformer_book.validation import (
     check_positive_int,
     check_positive_number,
@@ -419,8 +418,7 @@ def sweep_record(name: str) -> dict:
     figures by arm and seed, and the seconds each run took."""
     if name not in SWEEPS:
         raise ValueError(f"name must be one of {SWEEPS}; got name={name!r}")
-    path = files("transformer_book") / "weights" / f"{name}.json"
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_record(f"{name}.json")
 
 
 # %% book/16_modern_decoder.ipynb, cell 62
