@@ -507,7 +507,8 @@ def test_page_decodes_as_the_reader_types(browser, width):
     first_example, typed, last_example = meta["examples"][:3]
     separator = meta.get("source_separator") or ""
     context, tab, outside, errors = local_only_tab(browser, width, console_types=WARNINGS_TOO)
-    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    # The page opens on the translator; a link opens it on the first task of the manifest.
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#task={meta['name']}", wait_until="load")
     first = chart_state(tab, first_example)
     assert tab.locator("#pg-input").input_value() == first_example
     assert tab.locator("#pg-greedy-steps tbody tr").count() >= 1

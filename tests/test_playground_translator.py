@@ -399,7 +399,8 @@ def test_the_page_translates(browser, exported, width, dark):
     )
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
-    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    # A link to another task (the page opens on the translator): only that task's model loads.
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#task=dates", wait_until="load")
     tab.wait_for_function("() => document.querySelector('#pg-attention svg.marks')")
     assert not [url for url in requested if "translator" in url], "loaded before it was chosen"
     sizes = (PLAYGROUND / "translator.bin").stat().st_size + JSON_PATH.stat().st_size
