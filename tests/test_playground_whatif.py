@@ -4,9 +4,9 @@ On the built pages (_build/html/book/playground.html and playground_poems.html),
 Chromium served on 127.0.0.1 only:
 
 1. What if: clicking a bar forces that token at that step and decodes on; the forced path is
-   the one PyTorch decodes from the same prefix (the package's model, greedy at every free
-   step), on the translator and on the poet. The loop that decodes from a prefix is checked
-   first against the package's own greedy decoding, with no prefix.
+   the one PyTorch decodes from the same prefix: on the translator, the package's greedy_decode
+   and beam_search with the prefix forced through the output layer; on the poet, the package's
+   model greedily at every free step (a loop checked first against Poet.write, with no prefix).
 2. A clicked or focused token's distribution is in view, at 390 and 1280 px.
 3. axe-core (vendored in tests/vendor, never in the book) finds no serious or critical
    violation on either page, light or dark, with every panel open (the theme's colour-mode
@@ -33,10 +33,10 @@ import export_poet_playground as poet_exporter
 import playground_files
 from browser_support import local_only_tab, serve, wait_for_translation
 from transformer_book import (
+    beam_search,
     corpus_scores,
     greedy_decode,
     pretrained_translator,
-    subsequent_mask,
     tatoeba_split,
 )
 
@@ -72,26 +72,48 @@ def token_ids(tab, selector: str) -> list[int]:
 # --- 1. What if: the forced path is PyTorch's ---------------------------------------------
 
 
-@torch.no_grad()
-def greedy_from(model, source, prefix, start_id, end_id, limit):
-    """Greedy decoding after the forced ``prefix``, one whole pass per step (greedy_decode's
-    plain path, use_cache=False): (1, 1 + new)."""
-    memory = model.encode(source, None)
-    tokens = torch.tensor([[start_id]])
-    for step in range(limit):
-        if step < len(prefix):
-            token = prefix[step]
-        else:
-            hidden = model.decode(memory, None, tokens, subsequent_mask(tokens.size(1)))
-            token = int(model.generator(hidden[:, -1]).argmax(-1))
-        tokens = torch.cat([tokens, torch.tensor([[token]])], dim=1)
-        if token == end_id:
-            break
-    return tokens
+class Forcing(torch.nn.Module):
+    """The model's output layer, forcing ``prefix``: at decoding step i < len(prefix) every token
+    but prefix[i] gets log-probability -inf (prefix[i] keeps its own), so the package's
+    greedy_decode and beam_search decode on from the forced prefix. Each step calls the output
+    layer once (for every hypothesis at once): the calls count the steps."""
+
+    def __init__(self, generator, prefix):
+        super().__init__()
+        self.generator, self.prefix, self.step = generator, prefix, 0
+
+    def forward(self, hidden):
+        log_probs = self.generator(hidden)  # (rows, vocab)
+        if self.step < len(self.prefix):
+            only = torch.full_like(log_probs, -math.inf)
+            token = self.prefix[self.step]
+            only[:, token] = log_probs[:, token]
+            log_probs = only
+        self.step += 1
+        return log_probs
 
 
 @torch.no_grad()
-def test_a_forced_translation_is_what_pytorch_decodes_from_that_prefix(browser):
+def decode_forced(model, decode, prefix, *args, **kwargs):
+    """``decode`` (greedy_decode or beam_search) with ``prefix`` forced at the first steps."""
+    generator = model.generator
+    model.generator = Forcing(generator, prefix)
+    try:
+        return decode(model, *args, **kwargs)
+    finally:
+        model.generator = generator
+
+
+def until_end(tokens: list[int], end: int) -> list[int]:
+    return tokens[: tokens.index(end) + 1] if end in tokens else tokens
+
+
+FORCE_CASES = [("greedy", 1), ("beam", 2)]  # the output forced, the step (from 0)
+
+
+@pytest.mark.parametrize(("output", "step"), FORCE_CASES, ids=[o for o, _ in FORCE_CASES])
+@torch.no_grad()
+def test_a_forced_translation_is_what_pytorch_decodes_from_that_prefix(browser, output, step):
     model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
     model.eval()
     shipped, _ = pretrained_translator()  # its tokenizer; the model is the page's 8-bit file
@@ -99,39 +121,44 @@ def test_a_forced_translation_is_what_pytorch_decodes_from_that_prefix(browser):
     source = torch.tensor([shipped.source_ids(text)])  # (1, source)
     limit = min(2 * source.size(1) + 10, meta["max_new_tokens"])
     start, end = meta["start_id"], meta["end_id"]
-    plain = greedy_decode(model, source, None, start, limit, end_id=end)
-    assert greedy_from(model, source, [], start, end, limit).tolist() == plain.tolist(), (
-        "the prefix loop is not the package's greedy decoding")
+
+    def package(prefix):  # the package's own decoding, from the forced prefix
+        if output == "greedy":
+            tokens = decode_forced(model, greedy_decode, prefix, source, None, start, limit,
+                                   end_id=end)  # fmt: skip
+        else:
+            tokens, _ = decode_forced(model, beam_search, prefix, source, None, start, limit,
+                                      beam_size=4, end_id=end, length_penalty=0.6)  # fmt: skip
+        return until_end(tokens[0, 1:].tolist(), end)
 
     context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
-    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#task=translator&text={quote(text)}", wait_until="load")
+    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#task=translator&text={quote(text)}&beam=4",
+             wait_until="load")  # fmt: skip
     wait_for_translation(tab, text, drawn=False)
-    original = token_ids(tab, "#pg-greedy-tokens .pg-token")
-    original_text = tab.locator("#pg-greedy-text").inner_text()
-    step = 1  # the second token
-    tab.locator("#pg-greedy-tokens .pg-token").nth(step).click()
-    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn")
+    original = token_ids(tab, f"#pg-{output}-tokens .pg-token")
+    original_text = tab.locator(f"#pg-{output}-text").inner_text()
+    tab.locator(f"#pg-{output}-tokens .pg-token").nth(step).click()
+    tab.wait_for_function(f"() => document.querySelector('#pg-bars').dataset.drawn"
+                          f"?.startsWith('pg-{output}|{step}|')")  # fmt: skip
     forced_id = int(tab.locator("#pg-bars [data-force]").first.get_attribute("data-force"))
     tab.locator("#pg-bars [data-force]").first.click()
-    tab.wait_for_function("() => !document.querySelector('#pg-greedy-original').hidden")
-    forced = token_ids(tab, "#pg-greedy-tokens .pg-token")
-    marked = tab.eval_on_selector_all("#pg-greedy-tokens [data-forced]",
+    tab.wait_for_function(f"() => !document.querySelector('#pg-{output}-original').hidden")
+    forced = token_ids(tab, f"#pg-{output}-tokens .pg-token")
+    marked = tab.eval_on_selector_all(f"#pg-{output}-tokens [data-forced]",
                                       "(ts) => ts.map((t) => Number(t.dataset.step))")
-    beside = tab.locator("#pg-greedy-original-text").inner_text()
+    beside = tab.locator(f"#pg-{output}-original-text").inner_text()
     link = hash_of(tab)
     context.close()
 
-    assert original == plain[0, 1:].tolist(), "the page's greedy output is not PyTorch's"
+    assert original == package([]), f"the page's {output} output is not PyTorch's"
     prefix = original[:step] + [forced_id]
-    theirs = greedy_from(model, source, prefix, start, end, limit)[0, 1:].tolist()
-    assert forced == theirs, "the forced path is not what PyTorch decodes from that prefix"
-    assert forced != original and marked == [step]
+    assert forced == package(prefix), "the forced path is not what PyTorch decodes from it"
+    assert forced[: step + 1] == prefix and forced != original and marked == [step]
     assert beside.endswith(f"Without forcing: {original_text}")
-    assert link["force"] == "greedy." + ".".join(map(str, original[:step])) + (
-        "." if step else "") + f"{forced_id}*"
-    print(f"\nforced {meta['target_tokens'][forced_id]} at step {step + 1}: "
-          f"{''.join(meta['target_tokens'][i] for i in forced[:-1])} "
-          f"(was {''.join(meta['target_tokens'][i] for i in original[:-1])})")
+    assert link["force"] == ".".join([output, *map(str, original[:step])]) + f".{forced_id}*"
+    words = meta["target_tokens"]
+    print(f"\n{output}: forced {words[forced_id]} at step {step + 1}: "
+          f"{''.join(words[i] for i in forced[:-1])} (was {''.join(words[i] for i in original[:-1])})")
     assert not outside and not errors, (outside, errors)
 
 

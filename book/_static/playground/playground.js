@@ -92,6 +92,7 @@ let open = null; // the open step: {output, step}
 // The "what if": {output: "greedy" / "beam" / "sample", prefix: [ids], marks: steps forced
 // (from 0)}, or null.
 let force = null;
+let refocus = false; // after forcing, the focus goes to the forced token
 
 function tokenButtons(id, loaded, tokens, marks = []) {
   const target = loaded.meta.target_tokens;
@@ -181,7 +182,7 @@ async function showDistribution(output, step, { scroll = true } = {}) {
       : "");
   bars.dataset.kept = String(kept.length);
   bars.dataset.drawn = `${output}|${step}|${temperature}|${topP}|${topK}`;
-  const cut = [`top-p ${topP}`, ...(topK === null ? [] : [`top-k ${topK}`])].join(", then ");
+  const cuts = [...(topP < 1 ? [`top-p ${topP}`] : []), ...(topK === null ? [] : [`top-k ${topK}`])];
   element("pg-dist-note").textContent =
     (!reshaped
       ? `softmax(logits) over all ${counted(kept.length, "token")}: what greedy decoding and ` +
@@ -189,9 +190,13 @@ async function showDistribution(output, step, { scroll = true } = {}) {
         "sums of log-probabilities), and what sampling draws from at temperature 1."
       : temperature === 0
         ? "Temperature 0: the most probable token, always (greedy)."
-        : `Logits ÷ ${temperature}, softmax, then ${cut} keeps ${counted(kept.length, "token")}, ` +
-          "renormalised to sum to 1: what sampling draws from (the faint bars: temperature 1, " +
-          "what greedy decoding and beam search chose from).") +
+        : `Logits ÷ ${temperature}, softmax` +
+          (cuts.length
+            ? `, then ${cuts.join(", then ")} keeps ${counted(kept.length, "token")}, ` +
+              "renormalised to sum to 1"
+            : ` over all ${counted(kept.length, "token")}`) +
+          ": what sampling draws from (the faint bars: temperature 1, what greedy decoding " +
+          "and beam search chose from).") +
     (kept.some(({ id }) => id === chosen) ? "" : ` ${shown(target[chosen])} is not among them.`) +
     " Click a token to force it here and decode on.";
   if (scroll) bringIntoView(panel); // now at its full height
@@ -207,11 +212,13 @@ function forceToken(id) {
   const marks = force?.output === name ? force.marks.filter((s) => s < step) : [];
   force = { output: name, prefix: [...tokens.slice(1, step + 1), id], marks: [...marks, step] };
   open = { output, step };
+  refocus = true;
   update({ keepOpen: true });
 }
 
 function clearForce() {
   force = null;
+  refocus = open !== null; // the "Undo" button hides: the focus goes to the open token
   update({ keepOpen: true });
 }
 
@@ -459,6 +466,12 @@ async function update({ keepOpen = false } = {}) {
   const step = keep ?? pendingStep;
   pendingStep = null;
   if (step) showDistribution(step.output, step.step, { scroll: Boolean(keep) });
+  if (keep && refocus) {
+    // The bar that was clicked is gone: the focus goes to the token it forced.
+    refocus = false;
+    document.querySelector(`.pg-token[data-output="${keep.output}"][data-step="${keep.step}"]`)
+      ?.focus({ preventScroll: true });
+  }
   await nextTask(); // the outputs show before the chart is drawn, in a task of its own
   if (number !== running) return;
   drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention, last.scores,

@@ -397,6 +397,10 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
   saveState();
   await drawAttention();
   if (asked !== null && Number.isInteger(asked)) showDistribution(asked, { scroll: keepStep !== null });
+  if (keepStep !== null) {
+    // The bar that was clicked is gone: the focus goes to the character it forced.
+    poem.querySelector(`.poet-token[data-step="${keepStep}"]`)?.focus({ preventScroll: true });
+  }
   pending = null;
 }
 
@@ -518,7 +522,8 @@ function start() {
   element("poet-unforce").addEventListener("click", () => {
     force = null;
     restoreSettings();
-    write({ animate: false, keepForce: false });
+    // The "Undo" button hides: the open step stays open, and takes the focus.
+    write({ animate: false, keepStep: openStep });
   });
   const poem = element("poet-poem");
   const open = (event) => {
