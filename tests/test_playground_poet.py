@@ -444,6 +444,7 @@ def test_page_writes_poems(browser, exported, width, dark):
         assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
     # At once, before any weights arrive: the prepared poem and the controls, no button to press.
     prepared = tab.locator("#poet-poem").get_attribute("data-text")
+    prepared_call = tab.locator("#poet-call").inner_text()
     assert tab.locator("#poet-form").is_visible()
     assert tab.locator("#poet-poem").inner_text().replace("\n", "") == prepared
     assert [verse[0] for verse in VERSE.findall(prepared)] == list("春花秋月"), prepared
@@ -457,6 +458,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     status = tab.locator("#poet-status").inner_text()
     assert status.startswith(f"the poet: {meta['weights']['bytes'] / 1e6:.1f} MB"), status
     assert first == prepared, "the prepared poem is not what the poet writes with its settings"
+    assert tab.locator("#poet-call").inner_text() == prepared_call
     assert "characters/s" in tab.locator("#poet-timing").inner_text()
     print(f"\n{width} px: {tab.locator('#poet-timing').inner_text()}")
     same = tab.evaluate(

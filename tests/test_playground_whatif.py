@@ -37,7 +37,9 @@ from transformer_book import (
     corpus_scores,
     greedy_decode,
     pretrained_translator,
+    subsequent_mask,
     tatoeba_split,
+    top_p_filter,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -224,6 +226,54 @@ def test_a_forced_poem_is_what_pytorch_writes_from_that_prefix(browser):
     print(f"\nforced {meta['tokens'][forced_id]} at step {step + 1}: "
           f"{''.join(meta['tokens'][i] for i in forced)} "
           f"(was {''.join(meta['tokens'][i] for i in original)})")
+    assert not outside and not errors, (outside, errors)
+
+
+@torch.no_grad()
+def test_a_translator_sample_is_seeded_and_drawn_from_the_packages_cut(browser):
+    """Sampling on the translator page: the same link draws the same sample; every token drawn
+    is in the package's top-p and top-k cut of PyTorch's distribution at its step (the page's
+    random numbers are not PyTorch's, so the draws themselves cannot be compared); "Draw again"
+    takes the next seed; at temperature 0 the sample is greedy decoding's output."""
+    model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
+    model.eval()
+    shipped, _ = pretrained_translator()
+    text = "Tom told Mary that he would like to visit Boston next summer."
+    fragment = f"task=translator&text={quote(text)}&temperature=1.3&top_k=20&top_p=0.9&seed=5"
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    samples = []
+    for _ in range(2):  # the link, opened twice
+        tab.goto("about:blank")
+        tab.goto(f"{page_url(TRANSLATOR_PAGE)}#{fragment}", wait_until="load")
+        wait_for_translation(tab, text, drawn=False)
+        tab.wait_for_function("() => document.querySelector('#pg-sample-text').textContent")
+        samples.append(token_ids(tab, "#pg-sample-tokens .pg-token"))
+    tab.locator("#pg-draw-again").click()
+    tab.wait_for_function("() => location.hash.includes('seed=6')")
+    tab.wait_for_function("(before) => document.querySelector('#pg-sample-text').textContent "
+                          "!== before", arg=tab.locator("#pg-sample-text").inner_text())  # fmt: skip
+    again = token_ids(tab, "#pg-sample-tokens .pg-token")
+    tab.locator("#pg-temperature").fill("0")
+    tab.wait_for_function("() => location.hash.includes('temperature=0&')")
+    tab.wait_for_function("() => document.querySelector('#pg-sample-text').textContent === "
+                          "document.querySelector('#pg-greedy-text').textContent")  # fmt: skip
+    at_zero = token_ids(tab, "#pg-sample-tokens .pg-token")
+    greedy = token_ids(tab, "#pg-greedy-tokens .pg-token")
+    context.close()
+
+    assert samples[0] == samples[1], "the same link drew another sample"
+    assert again != samples[0], "the next seed drew the same sample"
+    assert at_zero == greedy
+    source = torch.tensor([shipped.source_ids(text)])
+    tokens = torch.tensor([[meta["start_id"], *samples[0]]])  # (1, 1 + steps)
+    hidden = model.decode(model.encode(source, None), None, tokens[:, :-1],
+                          subsequent_mask(tokens.size(1) - 1))  # fmt: skip
+    log_probs = model.generator(hidden)[0].double()  # (steps, vocab)
+    for step, token in enumerate(samples[0]):
+        kept = top_p_filter(log_probs[step] / 1.3, 0.9)
+        kth = kept.topk(20).values[-1]
+        allowed = torch.isfinite(kept) & (kept >= kth)
+        assert allowed[token], f"step {step + 1}: {meta['target_tokens'][token]} is outside the cut"
     assert not outside and not errors, (outside, errors)
 
 
