@@ -11,7 +11,8 @@ Chromium served on 127.0.0.1 only:
 3. axe-core (vendored in tests/vendor, never in the book) finds no serious or critical
    violation on either page, light or dark, with every panel open (the theme's colour-mode
    button, on every page of the book, is left out: see axe_violations).
-4. No main-thread task over 100 ms while the attention maps of a 64-word input are switched.
+4. No main-thread task over 100 ms on a 64-word input: its translation, bars, unfolded query
+   and attention maps.
 5. Each page loads no chart script it does not use, and fetches each of its scripts once.
 6. The poem page shows a poem at once, and a written one within 2 s on a second visit.
 7. What the translator page says it is good at is computed from the test-set record.
@@ -373,13 +374,22 @@ LONG_TASKS_JS = """() => {
 }"""
 
 
-def test_switching_the_maps_of_a_64_word_input_never_blocks_the_page(browser):
+def test_a_64_word_input_never_blocks_the_page(browser):
+    """From typing a 64-word paragraph to its translation, its bars, its unfolded query and
+    four other attention maps: no task on the page's thread over 100 ms."""
     assert len(LONG_TEXT.split()) == 64
     context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
-    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#task=translator&text={quote(LONG_TEXT)}",
+    short = "Tom sat beside Mary."
+    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#task=translator&text={quote(short)}",
              wait_until="load")  # fmt: skip
+    wait_for_translation(tab, short)
+    tab.evaluate(LONG_TASKS_JS)  # after the book's own scripts have loaded
+    tab.locator("#pg-input").fill(LONG_TEXT)
     wait_for_translation(tab, LONG_TEXT)
-    tab.evaluate(LONG_TASKS_JS)
+    tab.locator("#pg-greedy-tokens .pg-token").nth(20).click()
+    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn"
+                          "?.startsWith('pg-greedy|20|')")  # fmt: skip
+    tab.select_option("#pg-query", "10")
     drawn = []
     for kind, layer, head in [("0", "0", "1"), ("1", "1", "2"), ("2", "1", "3"), ("0", "1", "0")]:
         key = tab.locator("#pg-attention").get_attribute("data-drawn")
@@ -393,7 +403,7 @@ def test_switching_the_maps_of_a_64_word_input_never_blocks_the_page(browser):
     tasks = tab.evaluate("() => window.longTasks")
     cells = tab.evaluate("() => document.querySelector('#pg-attention svg image') !== null")
     context.close()
-    print(f"\nlong tasks while switching maps of a 64-word input: {tasks or 'none'} ms")
+    print(f"\nlong tasks, 64-word input (translation, bars, query, maps): {tasks or 'none'} ms")
     assert drawn[-1] == "encoder self-attention, layer 1, head 0"
     assert cells, "a map of thousands of cells is drawn as one image"
     assert max(tasks, default=0) <= 100, tasks

@@ -90,7 +90,7 @@ const OUTPUTS = { "pg-greedy": "greedy", "pg-beam": "beam", "pg-sample": "sample
 const outputs = {}; // "pg-greedy" / "pg-beam" / "pg-sample" -> {loaded, tokens, steps}
 let open = null; // the open step: {output, step}
 // The "what if": {output: "greedy" / "beam" / "sample", prefix: [ids], marks: steps forced
-// (from 0)}, or null.
+// (from 0), text: the input it was forced on}, or null.
 let force = null;
 let refocus = false; // after forcing, the focus goes to the forced token
 
@@ -210,7 +210,8 @@ function forceToken(id) {
   const name = OUTPUTS[output];
   const { tokens } = outputs[output];
   const marks = force?.output === name ? force.marks.filter((s) => s < step) : [];
-  force = { output: name, prefix: [...tokens.slice(1, step + 1), id], marks: [...marks, step] };
+  force = { output: name, prefix: [...tokens.slice(1, step + 1), id], marks: [...marks, step],
+    text: last.text };
   open = { output, step };
   refocus = true;
   update({ keepOpen: true });
@@ -397,7 +398,7 @@ async function update({ keepOpen = false } = {}) {
   }
   if (number !== running) return;
   const text = element("pg-input").value;
-  if (!keepOpen && last && last.text !== text) force = null; // a new input: nothing forced
+  if (force && force.text !== text) force = null; // a new input: nothing forced
   if (!keepOpen) open = null;
   saveState();
   const app = element("pg-app");
@@ -579,7 +580,7 @@ function applyState(loaded, state) {
     const prefix = forced.slice(1).map((piece) => Number(piece.replace("*", "")));
     const marks = forced.slice(1).flatMap((piece, step) => (piece.endsWith("*") ? [step] : []));
     if (prefix.every((id) => Number.isInteger(id) && id >= 0 && id < vocabulary) && marks.length) {
-      force = { output: forced[0], prefix, marks };
+      force = { output: forced[0], prefix, marks, text: element("pg-input").value };
     }
   }
   const [output, step] = (state.get("step") ?? "").split(".");
