@@ -249,10 +249,11 @@ def test_a_translator_sample_is_seeded_and_drawn_from_the_packages_cut(browser):
         wait_for_translation(tab, text, drawn=False)
         tab.wait_for_function("() => document.querySelector('#pg-sample-text').textContent")
         samples.append(token_ids(tab, "#pg-sample-tokens .pg-token"))
+    before = tab.locator("#pg-sample-text").inner_text()
     tab.locator("#pg-draw-again").click()
     tab.wait_for_function("() => location.hash.includes('seed=6')")
     tab.wait_for_function("(before) => document.querySelector('#pg-sample-text').textContent "
-                          "!== before", arg=tab.locator("#pg-sample-text").inner_text())  # fmt: skip
+                          "!== before", arg=before)  # fmt: skip
     again = token_ids(tab, "#pg-sample-tokens .pg-token")
     tab.locator("#pg-temperature").fill("0")
     tab.wait_for_function("() => location.hash.includes('temperature=0&')")

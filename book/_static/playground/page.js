@@ -82,11 +82,12 @@ export function debounce(action, ms) {
 // data-token, data-probability (the probability in the distribution the token was drawn or
 // chosen from) and, on the token written, data-chosen; the same figures as text for screen
 // readers. `label(id)` names a token; `prefix` names the page's CSS classes. Options: `plain`,
-// {id: p} at temperature 1 (drawn faintly behind each bar, data-plain), and `force`, the step
-// (counted from 1) whose token a click on a bar forces: each token is then a button
+// {id: p} at temperature 1 (a dashed outline over each bar, data-plain), and `force`, the
+// step (counted from 1) whose token a click on a bar forces: each token is then a button
 // (data-force, its id) that decodes on from that token.
 export function barsHtml(kept, label, chosen, prefix, { plain = null, force = null } = {}) {
-  const top = Math.max(kept.length ? kept[0].p : 1, ...(plain ? kept.map(({ id }) => plain[id] ?? 0) : []));
+  const plainOf = (id) => plain?.[id] ?? 0;
+  const top = Math.max(kept.length ? kept[0].p : 1, ...kept.map(({ id }) => plainOf(id)));
   return kept
     .map(({ id, p }) => {
       const mark = id === chosen;
@@ -97,12 +98,12 @@ export function barsHtml(kept, label, chosen, prefix, { plain = null, force = nu
         : `<button type="button" class="${prefix}-bar-token bar-force" data-force="${id}" ` +
           `aria-label="force ${name} at step ${force} and decode on">${name}</button>`;
       const ghost = plain
-        ? `<span class="bar-plain" style="width:${((70 * (plain[id] ?? 0)) / top).toFixed(1)}%" ` +
-          `title="at temperature 1: ${(100 * (plain[id] ?? 0)).toFixed(1)}%"></span>`
+        ? `<span class="bar-plain" style="width:${((70 * plainOf(id)) / top).toFixed(1)}%" ` +
+          `title="at temperature 1: ${(100 * plainOf(id)).toFixed(1)}%"></span>`
         : "";
       return (
         `<li data-token="${name}" data-probability="${p}"` +
-        (plain ? ` data-plain="${plain[id] ?? 0}"` : "") +
+        (plain ? ` data-plain="${plainOf(id)}"` : "") +
         `${mark ? ` data-chosen class="${prefix}-chosen"` : ""}>${token}` +
         `<span class="bar-track">${ghost}` +
         `<span class="${prefix}-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span></span>` +

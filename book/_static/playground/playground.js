@@ -83,7 +83,7 @@ function stepsTable(loaded, tokens, steps) {
 // step (data-step, counted from 0 as the arrays are; the reader sees steps counted from 1);
 // clicking or tabbing to it opens the step's distribution below its output: reshaped by the
 // sampling controls (temperature, top-k, top-p: what sampling draws from), with the softmax at
-// temperature 1 (what greedy decoding and beam search chose from) faintly behind. Clicking a
+// temperature 1 (what greedy decoding and beam search chose from) as dashed outlines. Clicking a
 // bar forces that token at that step and decodes on ("what if").
 const BARS = 10; // the most probable tokens shown; the rest are summed in one line
 const OUTPUTS = { "pg-greedy": "greedy", "pg-beam": "beam", "pg-sample": "sample" };
@@ -125,7 +125,9 @@ function sampling() {
   if (topK !== null && !(Number.isInteger(topK) && topK >= 1)) {
     return { error: "top-k is a whole number, 1 or more (empty: no top-k)." };
   }
-  if (!(Number.isInteger(seed) && seed >= 0)) return { error: "The seed is a whole number, 0 or more." };
+  if (!(Number.isInteger(seed) && seed >= 0)) {
+    return { error: "The seed is a whole number, 0 or more." };
+  }
   return { temperature, topK, topP, seed };
 }
 
@@ -182,7 +184,8 @@ async function showDistribution(output, step, { scroll = true } = {}) {
       : "");
   bars.dataset.kept = String(kept.length);
   bars.dataset.drawn = `${output}|${step}|${temperature}|${topP}|${topK}`;
-  const cuts = [...(topP < 1 ? [`top-p ${topP}`] : []), ...(topK === null ? [] : [`top-k ${topK}`])];
+  const cuts = [...(topP < 1 ? [`top-p ${topP}`] : []),
+    ...(topK === null ? [] : [`top-k ${topK}`])];
   element("pg-dist-note").textContent =
     (!reshaped
       ? `softmax(logits) over all ${counted(kept.length, "token")}: what greedy decoding and ` +
@@ -195,7 +198,7 @@ async function showDistribution(output, step, { scroll = true } = {}) {
             ? `, then ${cuts.join(", then ")} keeps ${counted(kept.length, "token")}, ` +
               "renormalised to sum to 1"
             : ` over all ${counted(kept.length, "token")}`) +
-          ": what sampling draws from (the faint bars: temperature 1, what greedy decoding " +
+          ": what sampling draws from (the dashed outlines: temperature 1, what greedy decoding " +
           "and beam search chose from).") +
     (kept.some(({ id }) => id === chosen) ? "" : ` ${shown(target[chosen])} is not among them.`) +
     " Click a token to force it here and decode on.";

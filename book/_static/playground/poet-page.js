@@ -36,7 +36,8 @@ async function load() {
       model = { meta };
       const { bytes } = meta.weights;
       const characters = (meta.tokens.length - 3).toLocaleString("en");
-      status.textContent = `the poet: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
+      status.textContent =
+        `the poet: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
       progress.hidden = true;
       describe(meta);
       fillControls(meta);
@@ -196,7 +197,7 @@ function closeDistribution() {
 
 // The bars of step `step`: the allowed logits, divided by the panel's temperature, cut to its
 // top-p and renormalised (core.js's distribution, in the worker), the written character marked,
-// its probability at temperature 1 faintly behind. Redrawn when they change, without running
+// its probability at temperature 1 as a dashed outline. Redrawn when they change, without running
 // the model again.
 let drawingBars = 0;
 async function showDistribution(step, { scroll = true } = {}) {
@@ -252,7 +253,8 @@ async function showDistribution(step, { scroll = true } = {}) {
       : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ` +
         `${counted(kept.length, "character")} (their probabilities renormalised to sum ` +
         "to 1); the draw picks one of them" +
-        (temperature === 1 && topP === 1 ? "." : " (the faint bars: temperature 1).")) + outside) +
+        (temperature === 1 && topP === 1 ? "." : " (the dashed outlines: temperature 1).")) +
+      outside) +
     (allowed === 1 ? "" : " Click a character to force it here and write on.");
   if (scroll) bringIntoView(panel);
 }
@@ -396,7 +398,9 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
   const asked = keepStep ?? (pending?.has("step") ? Number(pending.get("step")) - 1 : null);
   saveState();
   await drawAttention();
-  if (asked !== null && Number.isInteger(asked)) showDistribution(asked, { scroll: keepStep !== null });
+  if (asked !== null && Number.isInteger(asked)) {
+    showDistribution(asked, { scroll: keepStep !== null });
+  }
   if (keepStep !== null) {
     // The bar that was clicked is gone: the focus goes to the character it forced.
     poem.querySelector(`.poet-token[data-step="${keepStep}"]`)?.focus({ preventScroll: true });
