@@ -7,7 +7,8 @@ Chromium served on 127.0.0.1 only:
    the one PyTorch decodes from the same prefix: on the translator, the package's greedy_decode
    and beam_search with the prefix forced through the output layer; on the poet, the package's
    model greedily at every free step (a loop checked first against Poet.write, with no prefix).
-2. A clicked or focused token's distribution is in view, at 390 and 1280 px.
+2. A clicked or focused token's distribution is in view, at 390 and 1280 px; on a phone the
+   first result is on the first screen.
 3. axe-core (vendored in tests/vendor, never in the book) finds no serious or critical
    violation on either page, light or dark, with every panel open (the theme's colour-mode
    button, on every page of the book, is left out: see axe_violations).
@@ -313,6 +314,27 @@ def test_a_chosen_tokens_distribution_is_in_view(browser, width):
     context.close()
     for what, (top, bottom, height) in seen.items():
         assert 0 <= top and bottom <= height + 1, f"{what} at {width} px: {top}..{bottom}"
+    assert not outside and not errors, (outside, errors)
+
+
+def test_on_a_phone_the_first_result_is_on_the_first_screen(browser):
+    """At 390 x 844: the translator's first output and the poem are above the fold."""
+    context, tab, outside, errors = local_only_tab(browser, 390, console_types=CONSOLE)
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.goto(page_url(TRANSLATOR_PAGE), wait_until="load")
+    tab.wait_for_function("() => document.querySelector('#pg-greedy-text').textContent",
+                          timeout=60_000)  # fmt: skip
+    translation = tab.evaluate(IN_VIEW_JS, "#pg-greedy-text")
+    tab.goto(page_url(POEM_PAGE), wait_until="domcontentloaded")
+    poem = tab.evaluate(IN_VIEW_JS, "#poet-poem")  # the prepared poem, at once
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
+                          timeout=60_000)  # fmt: skip
+    written = tab.evaluate(IN_VIEW_JS, "#poet-poem")
+    context.close()
+    print(f"\n390 px: the translation at {translation[0]:.0f}..{translation[1]:.0f} px, the poem "
+          f"at {poem[0]:.0f}..{poem[1]:.0f} px, written {written[0]:.0f}..{written[1]:.0f} px")
+    for top, bottom, height in (translation, poem, written):
+        assert 0 <= top and bottom <= height, (top, bottom, height)
     assert not outside and not errors, (outside, errors)
 
 
