@@ -305,6 +305,13 @@ def test_a_chosen_tokens_distribution_is_in_view(browser, width):
     tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn"
                           "?.startsWith('pg-greedy|2|')")  # fmt: skip
     seen["translator, focused"] = tab.evaluate(IN_VIEW_JS, "#pg-distribution")
+    tab.keyboard.press("ArrowRight")  # the arrow keys move along the tokens
+    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn"
+                          "?.startsWith('pg-greedy|3|')")  # fmt: skip
+    seen["translator, arrow key"] = tab.evaluate(IN_VIEW_JS, "#pg-distribution")
+    stops = tab.evaluate("() => ['greedy', 'beam', 'sample'].map((o) => document"
+                         ".querySelectorAll(`#pg-${o}-tokens [tabindex='0']`).length)")  # fmt: skip
+    assert stops == [1, 1, 1], f"each output is one Tab stop: {stops}"
     tab.goto(page_url(POEM_PAGE), wait_until="load")
     tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
                           timeout=60_000)  # fmt: skip

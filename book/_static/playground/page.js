@@ -128,6 +128,35 @@ export function scrollBox(caption, inner, label) {
   );
 }
 
+// The tokens of one output are one Tab stop (a roving tabindex): the arrow keys, Home and End
+// move along them. `tokens(container)` after each redraw; `arrowKeys(container, selector)` once.
+export function tokens(container, selector) {
+  const items = [...container.querySelectorAll(selector)];
+  items.forEach((item, i) => {
+    item.tabIndex = i === 0 ? 0 : -1;
+  });
+}
+
+export function arrowKeys(container, selector) {
+  container.addEventListener("focusin", (event) => {
+    const item = event.target.closest?.(selector);
+    if (!item) return;
+    for (const other of container.querySelectorAll(selector)) other.tabIndex = -1;
+    item.tabIndex = 0;
+  });
+  container.addEventListener("keydown", (event) => {
+    const item = event.target.closest?.(selector);
+    if (!item) return;
+    const items = [...container.querySelectorAll(selector)];
+    const at = items.indexOf(item);
+    const to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1,
+      Home: 0, End: items.length - 1 }[event.key];
+    if (to === undefined || !items[to]) return;
+    event.preventDefault();
+    items[to].focus();
+  });
+}
+
 // The page scrolls, if it must, so that `target` is in view (the distribution of a clicked
 // token, below the fold on a phone); a target taller than the screen shows its top.
 export function bringIntoView(target) {

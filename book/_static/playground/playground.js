@@ -4,7 +4,8 @@
 // The page imports no model code (core.js, transformer.js): the worker alone loads it, so each
 // file is fetched once; the distributions of the steps are computed there too.
 import {
-  Cancelled, ModelWorker, barsHtml, bringIntoView, counted, debounce, drillDownHtml, lensHtml,
+  Cancelled, ModelWorker, arrowKeys, barsHtml, bringIntoView, counted, debounce, drillDownHtml,
+  lensHtml, tokens as rovingTokens,
   nextTask, readHash, rowOf, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
   numberOptions, say as sayIn, valueSideHtml,
 } from "./page.js";
@@ -231,6 +232,7 @@ function clearForce() {
 function showOutput(id, loaded, { tokens, text, steps }, score, original = null, marks = []) {
   outputs[id] = { loaded, tokens, steps };
   element(`${id}-tokens`).innerHTML = tokenButtons(id, loaded, tokens, marks);
+  rovingTokens(element(`${id}-tokens`), ".pg-token");
   const total = steps.reduce((sum, step, index) => sum + step.logProbs[tokens[index + 1]], 0);
   element(`${id}-text`).textContent = text || "(empty)";
   element(`${id}-score`).textContent =
@@ -715,6 +717,7 @@ async function start() {
     };
     element(id).addEventListener("click", opened);
     element(id).addEventListener("focusin", opened);
+    arrowKeys(element(id), ".pg-token");
   }
   element("pg-query").addEventListener("change", () => {
     element("pg-query").dataset.touched = "1";

@@ -3,9 +3,9 @@
 // the page's Web Worker (worker.js), and draws the attention map of the layer and head chosen over
 // the written poem (page.js draws it). The page imports no model code: the worker alone loads it.
 import {
-  Cancelled, ModelWorker, barsHtml, bringIntoView, counted, debounce, drawAttentionMap,
+  Cancelled, ModelWorker, arrowKeys, barsHtml, bringIntoView, counted, debounce, drawAttentionMap,
   drillDownHtml, element, escapeHtml, here, lensHtml, megabytes, numberOptions, readHash, rowOf,
-  say as sayIn, valueSideHtml, writeHash,
+  say as sayIn, tokens as rovingTokens, valueSideHtml, writeHash,
 } from "./page.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
@@ -368,6 +368,7 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
   const first = ids.length - stepLogits.length;
   poem.removeAttribute("data-prepared");
   poem.innerHTML = poemTokens(ids, first, force?.marks ?? []);
+  rovingTokens(poem, ".poet-token");
   steps = { ids, logits: stepLogits, first };
   poem.dataset.text = text;
   poem.dataset.done = "1";
@@ -536,6 +537,7 @@ function start() {
   };
   poem.addEventListener("click", open);
   poem.addEventListener("focusin", open);
+  arrowKeys(poem, ".poet-token");
   window.addEventListener("hashchange", openState);
   window.addEventListener("resize", debounce(drawAttention, 150));
   element("poet-stop").addEventListener("click", () => {
