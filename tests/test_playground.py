@@ -25,9 +25,7 @@ import torch
 import playground_files
 import playground_tasks
 from browser_support import local_only_tab, script_tab, serve, wait_for_translation
-from transformer_book.decoding import beam_search, greedy_decode
-from transformer_book.masking import subsequent_mask
-from transformer_book.model import make_model
+from transformer_book import beam_search, greedy_decode, make_model, subsequent_mask
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
@@ -228,7 +226,7 @@ def committed_tasks() -> list[str]:
 
 def test_the_page_has_a_trained_model():
     """Each committed model is the tool's: its steps, its size, its held-out accuracy."""
-    from transformer_book.training import exact_match_accuracy
+    from transformer_book import exact_match_accuracy
 
     assert committed_tasks(), (
         "no manifest.json: run `python tools/export_playground.py`"
@@ -251,7 +249,7 @@ def test_the_page_has_a_trained_model():
 
 
 def test_the_number_words_are_the_packages_final_model():
-    from transformer_book.numerals import NUMBERS_TRAINING, pretrained_numbers_model
+    from transformer_book import NUMBERS_TRAINING, pretrained_numbers_model
 
     model, meta = playground_files.load_model(PLAYGROUND / "numbers.json")
     final, history = pretrained_numbers_model()
@@ -295,7 +293,7 @@ def test_the_examples_are_held_out_and_the_wrong_one_is_said(json_name):
 def test_why_not_100_percent_matches_each_models_training():
     """The page: the dates model was trained with label smoothing, so no step reaches
     100%; the number-words model without it, so most of its steps show 100% (rounded)."""
-    from transformer_book.training import train_model
+    from transformer_book import train_model
 
     smoothing_default = __import__("inspect").signature(train_model).parameters["smoothing"]
     top = {}
@@ -507,7 +505,8 @@ def test_page_decodes_as_the_reader_types(browser, width):
     first_example, typed, last_example = meta["examples"][:3]
     separator = meta.get("source_separator") or ""
     context, tab, outside, errors = local_only_tab(browser, width, console_types=WARNINGS_TOO)
-    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    # The page opens on the translator; a link opens it on the first task of the manifest.
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#task={meta['name']}", wait_until="load")
     first = chart_state(tab, first_example)
     assert tab.locator("#pg-input").input_value() == first_example
     assert tab.locator("#pg-greedy-steps tbody tr").count() >= 1

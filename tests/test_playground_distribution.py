@@ -70,7 +70,7 @@ def poem_on_page(tab):
 
 
 def bars_for(tab, temperature: str) -> dict:
-    tab.locator("#poet-temperature").fill(temperature)
+    tab.locator("#poet-bars-temperature").fill(temperature)
     tab.wait_for_function(
         "(t) => document.querySelector('#poet-bars').dataset.temperature === t",
         arg=temperature,  # as JavaScript writes the number: "0.8", "1.5", "0.5"
@@ -93,7 +93,7 @@ def entropy(p: list[float]) -> float:
 
 @torch.no_grad()
 def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
-    from transformer_book.decoding import top_p_filter
+    from transformer_book import top_p_filter
 
     poet, meta = poet
     context, tab, outside, errors = open_poem(
@@ -142,7 +142,8 @@ def test_temperature_0_marks_the_most_probable_character(browser, poet):
     text, tokens = poem_on_page(tab)
     steps = tokens.count()
     tokens.nth(1).focus()  # tabbing to a character opens it too
-    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden")
+    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden "
+                          "&& document.querySelector('#poet-bars').dataset.kept")  # fmt: skip
     bars = tab.evaluate(BARS_JS)
     context.close()
     assert text == poet.write("春花秋月", temperature=0, acrostic=True)
@@ -157,8 +158,7 @@ def test_temperature_0_marks_the_most_probable_character(browser, poet):
 @torch.no_grad()
 def test_a_translator_steps_bars_are_the_packages(browser):
     import playground_files
-    from transformer_book.decoding import greedy_decode, top_p_filter
-    from transformer_book.masking import subsequent_mask
+    from transformer_book import greedy_decode, subsequent_mask, top_p_filter
 
     model, meta = playground_files.load_model(JSON_PATH.with_name("translator.json"))
     text = meta["examples"][1]
@@ -168,6 +168,8 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     wait_for_translation(tab, text, drawn=False)
     step = 1
     tab.locator("#pg-greedy-tokens .pg-token").nth(step).click()
+    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn"
+                          "?.startsWith('pg-greedy|1|')")  # fmt: skip
     translator_bars = BARS_JS.replace("#poet-bars", "#pg-bars")  # the same figures
     plain = tab.evaluate(translator_bars)
     tab.locator("#pg-top-p").fill("0.9")
@@ -177,7 +179,7 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     reshaped = tab.evaluate(translator_bars)
     context.close()
 
-    from transformer_book.translation import pretrained_translator
+    from transformer_book import pretrained_translator
 
     shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
     source_ids = shipped.source_ids(text)

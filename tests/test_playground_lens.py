@@ -94,9 +94,7 @@ def test_the_poets_logit_lens_is_pythons(browser):
 
 @torch.no_grad()
 def test_the_translators_logit_lens_is_pythons(browser):
-    from transformer_book.decoding import greedy_decode
-    from transformer_book.masking import subsequent_mask
-    from transformer_book.translation import pretrained_translator
+    from transformer_book import greedy_decode, pretrained_translator, subsequent_mask
 
     model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
     text = meta["examples"][0]

@@ -145,10 +145,13 @@ def test_a_poem_can_be_stopped_and_the_poet_is_downloaded_once(browser):
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
     url = built_page().replace("playground.html", "playground_poems.html")
-    tab.goto(url, wait_until="load")
-    tab.locator("#poet-load").click()  # loads the poet, then writes the first poem
+    tab.goto(url, wait_until="load")  # the poet loads and writes the prepared poem
     poem = tab.locator("#poet-poem")
-    tab.wait_for_function("() => document.querySelector('#poet-poem').textContent.length >= 3")
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'")
+    tab.locator("#poet-seed").fill("1")  # a poem written one character at a time
+    tab.locator("#poet-write").click()
+    tab.wait_for_function("() => !document.querySelector('#poet-poem').dataset.done "
+                          "&& document.querySelector('#poet-poem').textContent.length >= 3")
     tab.locator("#poet-stop").click()
     tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done")
     done, stopped_at = poem.get_attribute("data-done"), poem.inner_text()

@@ -24,8 +24,7 @@ import torch
 import playground_files
 import playground_translator
 from browser_support import local_only_tab, script_tab, serve
-from transformer_book.tatoeba import tatoeba_split
-from transformer_book.translation import Translator, corpus_scores, pretrained_translator
+from transformer_book import Translator, corpus_scores, pretrained_translator, tatoeba_split
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
@@ -104,7 +103,7 @@ def test_quantize_rows_keeps_each_weight_within_half_a_step():
 
 
 def test_export_quantized_round_trip_and_limit(tmp_path):
-    from transformer_book.model import make_model
+    from transformer_book import make_model
 
     torch.manual_seed(0)
     config = dict(source_vocab=11, target_vocab=13, num_layers=1, d_model=16, d_ff=32,
@@ -251,7 +250,7 @@ CLASSIFY_JS = """() => {
 def test_javascript_splits_every_character_as_python(browser):
     """Python's \\w and \\s (str.isalnum, str.isspace) against tokenizer.js's classes, for
     every code point assigned in Python's Unicode version (a newer browser knows more)."""
-    from transformer_book.subwords import pre_tokenize
+    from transformer_book import pre_tokenize
 
     context, tab, _outside, _errors = tokenizer_tab(browser)
     ours = tab.evaluate(CLASSIFY_JS)
@@ -329,8 +328,7 @@ def translator_tab(browser):
 def test_javascript_translates_as_pytorch(browser, exported, test_set):
     """20 test sentences: logits within LOGIT_TOLERANCE along the greedy output, greedy and
     beam tokens equal; and the speed on a 10-word sentence (printed, never asserted)."""
-    from transformer_book.decoding import beam_search, greedy_decode
-    from transformer_book.masking import subsequent_mask
+    from transformer_book import beam_search, greedy_decode, subsequent_mask
 
     translator, meta = exported
     model = translator.model
@@ -399,7 +397,8 @@ def test_the_page_translates(browser, exported, width, dark):
     )
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
-    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    # A link to another task (the page opens on the translator): only that task's model loads.
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#task=dates", wait_until="load")
     tab.wait_for_function("() => document.querySelector('#pg-attention svg.marks')")
     assert not [url for url in requested if "translator" in url], "loaded before it was chosen"
     sizes = (PLAYGROUND / "translator.bin").stat().st_size + JSON_PATH.stat().st_size

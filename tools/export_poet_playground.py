@@ -29,9 +29,7 @@ from pathlib import Path
 import torch
 
 from notebooks import REPO_ROOT, regenerate_and_compare
-from transformer_book.gpt import GPT, GPTConfig
-from transformer_book.poems import PoemVocabulary
-from transformer_book.poet import HISTORY_FILE, POET_WEIGHTS, Poet
+from transformer_book import GPT, HISTORY_FILE, POET_WEIGHTS, GPTConfig, PoemVocabulary, Poet
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from notebooks import REPO_ROOT
-from transformer_book.model import make_model
+from transformer_book import make_model
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 FORMAT = "transformer-book-playground/1"

@@ -103,8 +103,7 @@ def as_text(source, vocab) -> str:
 @torch.no_grad()
 def greedy_right(model, task, pairs) -> list[bool]:
     """For each (source, target) pair: does greedy decoding give exactly the target?"""
-    from transformer_book.decoding import greedy_decode
-    from transformer_book.masking import padding_mask
+    from transformer_book import greedy_decode, padding_mask
 
     vocab = task.target_vocab
     source, _ = task.batch(pairs)  # (pairs, source)
@@ -154,7 +153,7 @@ def held_out_pairs(spec: PlaygroundTask) -> list[tuple]:
 
 def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
     """Train each task there is (its chapter's seed and steps, CPU); export it."""
-    from transformer_book.training import exact_match_accuracy, train_model
+    from transformer_book import exact_match_accuracy, train_model
 
     torch.set_num_threads(1)  # the same arithmetic, in the same order, on every run
     manifest = []

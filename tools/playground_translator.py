@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from playground_files import OUT_DIR, export_quantized, load_model, quantized_state
-from transformer_book.model import make_model
+from transformer_book import make_model
 
 TRANSLATOR = "translator"
 # Test sentences (never trained on) for the page's buttons: three that the 8-bit model
@@ -76,11 +76,11 @@ def translate_all(translator, sentences, beam_size: int) -> list[str]:
 
 def export_translator(out_dir: Path = OUT_DIR) -> dict:
     """The shipped translator in 8 bits, and the BLEU record of those weights."""
-    from transformer_book.tatoeba import tatoeba_split
-    from transformer_book.translation import (
+    from transformer_book import (
         Translator,
         corpus_scores,
         pretrained_translator,
+        tatoeba_split,
     )
 
     torch.set_num_threads(1)
