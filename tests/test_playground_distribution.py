@@ -57,9 +57,7 @@ def open_poem(browser, fragment: str):
         pytest.fail(f"{SITE / PAGE} is not built: run `jupyter-book build .` first")
     context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
     tab.goto(f"{serve(str(SITE))}/{PAGE}#{fragment}", wait_until="load")
-    tab.wait_for_function(
-        "() => document.querySelector('#poet-poem').dataset.done === '1'", timeout=60_000
-    )
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'", timeout=60_000)
     return context, tab, outside, errors
 
 
@@ -127,18 +125,18 @@ def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
     assert entropy(at_15["p"]) > entropy(at_05["p"])
     assert f"{written}" in at_08["text"] and "(chosen)" in at_08["text"]  # as text, too
     assert (after, still) == (number, text), "moving the temperature wrote another poem"
-    print(f"\nstep {step} ({written}): kept {at_05['kept']}, {at_08['kept']}, {at_15['kept']} "
-          f"characters at temperature 0.5, 0.8, 1.5; entropy {entropy(at_05['p']):.2f} < "
-          f"{entropy(at_15['p']):.2f} nats")
+    print(
+        f"\nstep {step} ({written}): kept {at_05['kept']}, {at_08['kept']}, {at_15['kept']} "
+        f"characters at temperature 0.5, 0.8, 1.5; entropy {entropy(at_05['p']):.2f} < "
+        f"{entropy(at_15['p']):.2f} nats"
+    )
     assert not outside and not errors, (outside, errors)
 
 
 @torch.no_grad()
 def test_temperature_0_marks_the_most_probable_character(browser, poet):
     poet, meta = poet
-    context, tab, outside, errors = open_poem(
-        browser, "mode=acrostic&prompt=春花秋月&temperature=0&top_p=0.9&seed=0"
-    )
+    context, tab, outside, errors = open_poem(browser, "mode=acrostic&prompt=春花秋月&temperature=0&top_p=0.9&seed=0")
     text, tokens = poem_on_page(tab)
     steps = tokens.count()
     tokens.nth(1).focus()  # tabbing to a character opens it too
@@ -224,15 +222,11 @@ def test_every_view_fits_the_screen(browser, width, dark):
     for page, fragment, ready, token in pages:
         if not (SITE / page).exists():
             pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
-        context, tab, outside, errors = local_only_tab(
-            browser, width, dark=dark, console_types=("error", "warning")
-        )
+        context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=("error", "warning"))
         tab.goto(f"{serve(str(SITE))}/{page}#{fragment}", wait_until="load")
         tab.wait_for_function(ready, timeout=60_000)
         tab.locator(token).nth(3).click()
-        widths = tab.evaluate(
-            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-        )
+        widths = tab.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
         theme = tab.evaluate("() => document.documentElement.dataset.theme")
         context.close()
         assert widths[0] <= widths[1], f"{page} at {width} px pans sideways: {widths}"

@@ -160,10 +160,10 @@ VALUES_JS = """(id) => {
 def capture_value_side(attention_module, store: dict):
     """Forward hooks on one attention module's W^V and W^O: the values (batch, keys, d_model),
     the merged heads W^O reads (batch, queries, d_model) and the output it writes."""
-    attention_module.value_proj.register_forward_hook(
-        lambda module, inputs, output: store.setdefault("values", output))
+    attention_module.value_proj.register_forward_hook(lambda module, inputs, output: store.setdefault("values", output))
     attention_module.output_proj.register_forward_hook(
-        lambda module, inputs, output: store.update(merged=inputs[0], output=output))
+        lambda module, inputs, output: store.update(merged=inputs[0], output=output)
+    )
 
 
 def check_value_side(drawn: dict, store: dict, query: int, head: int, keys: int) -> None:
@@ -175,9 +175,9 @@ def check_value_side(drawn: dict, store: dict, query: int, head: int, keys: int)
     # On the page: the head's output is the weighted sum of the values drawn beside it.
     assert (weights @ ours_v - head_out).abs().max().item() <= 1e-9
     # And each is PyTorch's.
-    theirs_v = values[:keys, head * d_k:(head + 1) * d_k]
+    theirs_v = values[:keys, head * d_k : (head + 1) * d_k]
     assert (ours_v - theirs_v).abs().max().item() <= TOLERANCE
-    theirs_head = store["merged"][0, query, head * d_k:(head + 1) * d_k].double()
+    theirs_head = store["merged"][0, query, head * d_k : (head + 1) * d_k].double()
     assert (head_out - theirs_head).abs().max().item() <= TOLERANCE
     theirs_out = store["output"][0, query].double()
     ours_out = torch.tensor(drawn["output"], dtype=torch.float64)
@@ -206,7 +206,7 @@ def test_the_poets_value_side_is_pytorchs(browser):
     capture_value_side(poet.model.layers[1].self_attn, store)
     poet.model(torch.tensor([ids]), need_weights=True)
     check_value_side(drawn, store, query, head=2, keys=query + 1)
-    assert all(row["weight"] == 0 for row in drawn["rows"][query + 1:])  # masked: no share
+    assert all(row["weight"] == 0 for row in drawn["rows"][query + 1 :])  # masked: no share
     assert not outside and not errors, (outside, errors)
 
 

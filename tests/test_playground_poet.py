@@ -91,9 +91,7 @@ def test_export_is_deterministic_and_check_sees_a_change(tmp_path):
     (out / "poet.bin").write_bytes(bytes(data))
     assert exporter.check(out) == ["poet.bin"]
     assert exporter.main(["--check", "--out", str(out)]) == 1
-    (out / "poet.json").write_text(
-        (out / "poet.json").read_text("utf-8").replace("写诗", "作诗"), encoding="utf-8"
-    )
+    (out / "poet.json").write_text((out / "poet.json").read_text("utf-8").replace("写诗", "作诗"), encoding="utf-8")
     assert exporter.check(out) == ["poet.json", "poet.bin"]
 
 
@@ -208,14 +206,12 @@ def test_javascript_logits_and_greedy_poems_are_pytorchs(exported, javascript_po
         ids = [poet.vocab.boundary_id] + poet.vocab.encode(expected, boundaries=False)
         assert result["ids"] == ids, prompt
         # Logits of every step (decoded with the cache) against one PyTorch pass.
-        steps = torch.frombuffer(
-            bytearray(base64.b64decode(result["steps"])), dtype=torch.float64
-        ).view(-1, vocab)  # (steps, vocab)
+        steps = torch.frombuffer(bytearray(base64.b64decode(result["steps"])), dtype=torch.float64).view(
+            -1, vocab
+        )  # (steps, vocab)
         first = len(ids) - steps.size(0)  # the position of the first step: <s> + prompt - 1
         tokens = torch.tensor([ids])  # (1, seq)
-        for model, bound, kind in (
-            (poet.model, TOLERANCE, "float32"), (float64, TOLERANCE_FLOAT64, "float64")
-        ):
+        for model, bound, kind in ((poet.model, TOLERANCE, "float32"), (float64, TOLERANCE_FLOAT64, "float64")):
             logits = model(tokens, need_weights=True)[0, first:].double()  # (steps, vocab)
             difference = (steps - logits).abs().max().item()
             assert difference <= bound, f"{prompt!r}: {kind} logits differ by {difference:.2e}"
@@ -238,7 +234,6 @@ def test_javascript_logits_and_greedy_poems_are_pytorchs(exported, javascript_po
         f"(tolerance {TOLERANCE_FLOAT64:.0e}); {len(javascript_poems[0])} greedy poems "
         "token for token the same"
     )
-
 
 
 SAMPLING_JS = """async ({seeds, prompts, probeLogits, tops}) => {
@@ -303,8 +298,10 @@ def test_javascript_samples_are_seeded_and_have_the_form(javascript_sampling):
     assert len(set(free)) == len(free)  # other seeds, other poems
     share = sum(map(regular_form, free)) / len(free)
     acrostic_share = sum(map(regular_form, acrostics)) / len(acrostics)
-    print(f"regular form: {share:.0%} of {len(free)} free poems, "
-          f"{acrostic_share:.0%} of {len(acrostics)} 藏头诗; first: {free[0]}")
+    print(
+        f"regular form: {share:.0%} of {len(free)} free poems, "
+        f"{acrostic_share:.0%} of {len(acrostics)} 藏头诗; first: {free[0]}"
+    )
     # The package's poet writes the form in at least 95% of its 200 recorded samples;
     # 20 of the page's draws may miss it once or twice, not more.
     assert share >= 0.85
@@ -348,8 +345,15 @@ NAMES_JS = """async ({cases}) => {
 
 def test_javascript_names_unknown_characters(browser, exported):
     poet, _ = exported
-    cases = [["春A花😀A", False], ["abc", True], ["春花秋月夜", True], ["", True],
-             ["白日依山尽，黄河入海流。", False], [" 春 ", False], ["春花", True]]
+    cases = [
+        ["春A花😀A", False],
+        ["abc", True],
+        ["春花秋月夜", True],
+        ["", True],
+        ["白日依山尽，黄河入海流。", False],
+        [" 春 ", False],
+        ["春花", True],
+    ]
     context, tab, outside, errors = harness_tab(browser)
     results = tab.evaluate(NAMES_JS, {"cases": cases})
     context.close()
@@ -434,9 +438,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     if not (SITE / PAGE).exists():
         pytest.fail(f"{SITE / PAGE} is not built: is book/playground_poems in _toc.yml?")
     poet, meta = exported
-    context, tab, outside, errors = local_only_tab(
-        browser, width, dark=dark, console_types=WARNINGS_TOO
-    )
+    context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=WARNINGS_TOO)
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
     tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
@@ -501,9 +503,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     svg = tab.locator("#poet-attention svg.marks").inner_html()
     key = tab.locator("#poet-attention").get_attribute("data-drawn")
     tab.select_option("#poet-head", "2")
-    tab.wait_for_function(
-        "(key) => document.querySelector('#poet-attention').dataset.drawn !== key", arg=key
-    )
+    tab.wait_for_function("(key) => document.querySelector('#poet-attention').dataset.drawn !== key", arg=key)
     assert tab.locator("#poet-attention").get_attribute("data-drawn").endswith("|3|2")
     assert tab.locator("#poet-attention svg.marks").inner_html() != svg
 
@@ -529,9 +529,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     tab.check("#poet-acrostic")
     tab.fill("#poet-prompt", "春花秋月夜")
     tab.click("#poet-write")
-    tab.wait_for_function(
-        "() => document.querySelector('#poet-message').textContent.startsWith('A 藏头诗')"
-    )
+    tab.wait_for_function("() => document.querySelector('#poet-message').textContent.startsWith('A 藏头诗')")
     assert tab.locator("#poet-poem").get_attribute("data-done") == ""
     tab.fill("#poet-prompt", "山")
     tab.click("#poet-write")
@@ -552,17 +550,16 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     prompts = exporter.EXAMPLES + exporter.PARITY_PROMPTS
     characters = set("".join(p for p, _ in prompts) + "，。？云雨风雪")
     vocab = PoemVocabulary(characters)
-    settings = {"max_len": 14, "d_model": 16, "heads": 2, "layers": 2, "d_ff": 48,
-                "activation": "relu"}
+    settings = {"max_len": 14, "d_model": 16, "heads": 2, "layers": 2, "d_ff": 48, "activation": "relu"}
     torch.manual_seed(0)
     model = GPT(GPTConfig(len(vocab), **settings)).eval()
     weights_dir = tmp_path / "weights"
     weights_dir.mkdir()
     half = {name: t.half() for name, t in model.state_dict().items()}
-    torch.save({"config": settings, "characters": vocab.tokens[3:], "weights": half},
-               weights_dir / exporter.POET_WEIGHTS)
-    history = {"training": {"steps": 1, "batch_size": 1}, "held_out_perplexity": 1.0,
-               "losses": [1.0]}
+    torch.save(
+        {"config": settings, "characters": vocab.tokens[3:], "weights": half}, weights_dir / exporter.POET_WEIGHTS
+    )
+    history = {"training": {"steps": 1, "batch_size": 1}, "held_out_perplexity": 1.0, "losses": [1.0]}
     (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")
     served = tmp_path / "served"
     exporter.export(served / "playground", weights_dir)
@@ -577,9 +574,9 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     for example, result in zip(meta["parity_prompts"] + meta["examples"], run["results"]):
         expected = poet.write(example["prompt"], temperature=0, acrostic=example["acrostic"])
         assert result["text"] == expected, (example, result["text"], expected)
-        steps = torch.frombuffer(
-            bytearray(base64.b64decode(result["steps"])), dtype=torch.float64
-        ).view(-1, len(vocab))  # (steps, vocab)
+        steps = torch.frombuffer(bytearray(base64.b64decode(result["steps"])), dtype=torch.float64).view(
+            -1, len(vocab)
+        )  # (steps, vocab)
         ids = result["ids"]
         logits = poet.model(torch.tensor([ids]))[0, len(ids) - steps.size(0) :]
         worst = max(worst, (steps - logits.double()).abs().max().item())

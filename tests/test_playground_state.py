@@ -92,8 +92,7 @@ def test_a_translator_hash_opens_its_state(browser, state):
     tab.select_option("#pg-layer", layer)
     tab.select_option("#pg-head", head)
     tab.wait_for_function(
-        "(title) => document.querySelector('#pg-attention svg')?.getAttribute('aria-label')"
-        " === title",
+        "(title) => document.querySelector('#pg-attention svg')?.getAttribute('aria-label') === title",
         arg=opened["map"],
         timeout=60_000,
     )
@@ -200,13 +199,17 @@ def test_every_translator_state_survives_a_reload(browser):
     context.close()
     assert after == before
     assert before["greedy"] != before["original"].split("Without forcing: ")[1]
-    assert before["forced"] == [before["forced"][0]] and before["forced"][0].startswith(
-        "step 2 (forced): ")
+    assert before["forced"] == [before["forced"][0]] and before["forced"][0].startswith("step 2 (forced): ")
     assert before["title"].startswith("Step 2 of greedy decoding (forced)")
     assert before["controls"] == ["1.3", "20", "0.9", "5"]
     assert {k: link[k] for k in ("temperature", "top_k", "top_p", "seed", "step", "query")} == {
-        "temperature": "1.3", "top_k": "20", "top_p": "0.9", "seed": "5", "step": "greedy.2",
-        "query": "1"}
+        "temperature": "1.3",
+        "top_k": "20",
+        "top_p": "0.9",
+        "seed": "5",
+        "step": "greedy.2",
+        "query": "1",
+    }
     assert link["force"].startswith("greedy.") and link["force"].endswith("*")
     assert not outside and not errors, (outside, errors)
 
@@ -215,8 +218,7 @@ def test_every_translator_state_survives_a_reload(browser):
 
 POEM_STATES = [  # the documented hashes: a 藏头诗 and a first verse to continue
     {"mode": "acrostic", "prompt": "春花秋月", "temperature": "0.8", "top_p": "0.9", "seed": "3"},
-    {"mode": "continue", "prompt": "白日依山尽，", "temperature": "1.5", "top_p": "0.95",
-     "seed": "7"},
+    {"mode": "continue", "prompt": "白日依山尽，", "temperature": "1.5", "top_p": "0.95", "seed": "7"},
 ]
 
 
@@ -301,7 +303,11 @@ def test_the_poem_link_follows_the_poem_not_the_controls(browser):
     assert seen[3] == seen[2], "exploring the bars changed the link"
     assert seen[4] == {**seen[2], "head": "1"}
     assert {k: seen[5][k] for k in ("mode", "prompt", "temperature", "seed")} == {
-        "mode": "continue", "prompt": "明月", "temperature": "1.5", "seed": "12"}
+        "mode": "continue",
+        "prompt": "明月",
+        "temperature": "1.5",
+        "seed": "12",
+    }
     assert "step" not in seen[5]
     assert not outside and not errors, (outside, errors)
 

@@ -148,8 +148,9 @@ def test_a_forced_translation_is_what_pytorch_decodes_from_that_prefix(browser, 
     tab.locator("#pg-bars [data-force]").first.click()
     tab.wait_for_function(f"() => !document.querySelector('#pg-{output}-original').hidden")
     forced = token_ids(tab, f"#pg-{output}-tokens .pg-token")
-    marked = tab.eval_on_selector_all(f"#pg-{output}-tokens [data-forced]",
-                                      "(ts) => ts.map((t) => Number(t.dataset.step))")
+    marked = tab.eval_on_selector_all(
+        f"#pg-{output}-tokens [data-forced]", "(ts) => ts.map((t) => Number(t.dataset.step))"
+    )
     beside = tab.locator(f"#pg-{output}-original-text").inner_text()
     link = hash_of(tab)
     context.close()
@@ -161,8 +162,10 @@ def test_a_forced_translation_is_what_pytorch_decodes_from_that_prefix(browser, 
     assert beside.endswith(f"Without forcing: {original_text}")
     assert link["force"] == ".".join([output, *map(str, original[:step])]) + f".{forced_id}*"
     words = meta["target_tokens"]
-    print(f"\n{output}: forced {words[forced_id]} at step {step + 1}: "
-          f"{''.join(words[i] for i in forced[:-1])} (was {''.join(words[i] for i in original[:-1])})")
+    print(
+        f"\n{output}: forced {words[forced_id]} at step {step + 1}: "
+        f"{''.join(words[i] for i in forced[:-1])} (was {''.join(words[i] for i in original[:-1])})"
+    )
     assert not outside and not errors, (outside, errors)
 
 
@@ -193,8 +196,9 @@ def test_a_forced_poem_is_what_pytorch_writes_from_that_prefix(browser):
     prompt = "白日依山尽，"
     start = [poet.vocab.boundary_id] + poet.vocab.encode(prompt, boundaries=False)
     plain = poet_greedy_from(poet, start, [])
-    assert prompt + "".join(meta["tokens"][i] for i in plain) == poet.write(
-        prompt, temperature=0), "the prefix loop is not the package's greedy poem"
+    assert prompt + "".join(meta["tokens"][i] for i in plain) == poet.write(prompt, temperature=0), (
+        "the prefix loop is not the package's greedy poem"
+    )
 
     context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
     fragment = f"mode=continue&prompt={quote(prompt)}&temperature=0&top_p=0.9&seed=0"
@@ -211,10 +215,12 @@ def test_a_forced_poem_is_what_pytorch_writes_from_that_prefix(browser):
     tab.locator("#poet-bars [data-force]").first.click()
     tab.wait_for_function(
         "(n) => document.querySelector('#poet-poem').dataset.done === '1' && "
-        "document.querySelector('#poet-poem').dataset.number !== n", arg=number, timeout=60_000)
+        "document.querySelector('#poet-poem').dataset.number !== n",
+        arg=number,
+        timeout=60_000,
+    )
     forced = token_ids(tab, "#poet-poem .poet-token")
-    marked = tab.eval_on_selector_all("#poet-poem [data-forced]",
-                                      "(ts) => ts.map((t) => Number(t.dataset.step))")
+    marked = tab.eval_on_selector_all("#poet-poem [data-forced]", "(ts) => ts.map((t) => Number(t.dataset.step))")
     beside = tab.locator("#poet-original-text").inner_text()
     link = hash_of(tab)
     context.close()
@@ -225,9 +231,11 @@ def test_a_forced_poem_is_what_pytorch_writes_from_that_prefix(browser):
     assert beside.endswith(prompt + "".join(meta["tokens"][i] for i in original))
     assert link["force"] == ".".join(map(str, original[:step] + [forced_id])) + "*"
     assert link["temperature"] == "0", "exploring the bars changed the link"
-    print(f"\nforced {meta['tokens'][forced_id]} at step {step + 1}: "
-          f"{''.join(meta['tokens'][i] for i in forced)} "
-          f"(was {''.join(meta['tokens'][i] for i in original)})")
+    print(
+        f"\nforced {meta['tokens'][forced_id]} at step {step + 1}: "
+        f"{''.join(meta['tokens'][i] for i in forced)} "
+        f"(was {''.join(meta['tokens'][i] for i in original)})"
+    )
     assert not outside and not errors, (outside, errors)
 
 
@@ -338,8 +346,10 @@ def test_on_a_phone_the_first_result_is_on_the_first_screen(browser):
                           timeout=60_000)  # fmt: skip
     written = tab.evaluate(IN_VIEW_JS, "#poet-poem")
     context.close()
-    print(f"\n390 px: the translation at {translation[0]:.0f}..{translation[1]:.0f} px, the poem "
-          f"at {poem[0]:.0f}..{poem[1]:.0f} px, written {written[0]:.0f}..{written[1]:.0f} px")
+    print(
+        f"\n390 px: the translation at {translation[0]:.0f}..{translation[1]:.0f} px, the poem "
+        f"at {poem[0]:.0f}..{poem[1]:.0f} px, written {written[0]:.0f}..{written[1]:.0f} px"
+    )
     for top, bottom, height in (translation, poem, written):
         assert 0 <= top and bottom <= height, (top, bottom, height)
     assert not outside and not errors, (outside, errors)
@@ -372,8 +382,7 @@ def test_axe_finds_no_serious_violation(browser, dark):
          "&seed=3", "() => document.querySelector('#poet-drill').dataset.drawn",
          "#poet-poem .poet-token", "#poet-bars"),
     ]:  # fmt: skip
-        context, tab, outside, errors = local_only_tab(browser, 390, dark=dark,
-                                                       console_types=CONSOLE)
+        context, tab, outside, errors = local_only_tab(browser, 390, dark=dark, console_types=CONSOLE)
         tab.goto(f"{page_url(page)}#{fragment}", wait_until="load")
         tab.wait_for_function(ready, timeout=60_000)
         tab.locator(token).nth(3).click()
@@ -384,8 +393,9 @@ def test_axe_finds_no_serious_violation(browser, dark):
         assert not outside and not errors, (page, outside, errors)
     print()
     for page, violations in found.items():
-        print(page, "dark" if dark else "light",
-              [(v["id"], v["impact"], len(v["nodes"])) for v in violations] or "none")
+        print(
+            page, "dark" if dark else "light", [(v["id"], v["impact"], len(v["nodes"])) for v in violations] or "none"
+        )
     serious = {page: [v for v in violations if v["impact"] in ("serious", "critical")]
                for page, violations in found.items()}  # fmt: skip
     assert not any(serious.values()), serious
@@ -449,8 +459,11 @@ def test_each_page_loads_what_it_uses_once(browser, page):
     requested = []
     tab.on("request", lambda request: requested.append(request.url.split("?")[0]))
     tab.goto(page_url(page), wait_until="load")
-    ready = ("() => document.querySelector('#pg-attention svg.marks')" if page == TRANSLATOR_PAGE
-             else "() => document.querySelector('#poet-poem').dataset.done === '1'")
+    ready = (
+        "() => document.querySelector('#pg-attention svg.marks')"
+        if page == TRANSLATOR_PAGE
+        else "() => document.querySelector('#poet-poem').dataset.done === '1'"
+    )
     tab.wait_for_function(ready, timeout=60_000)
     context.close()
     names = [url.rsplit("/", 1)[-1] for url in requested]

@@ -30,10 +30,7 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree) -> Non
             seen.add(key)
             unique.append(script)
     if pagename in NO_CHARTS:
-        unique = [
-            script for script in unique
-            if not (getattr(script, "filename", "") or "").startswith(CHART_SCRIPTS)
-        ]
+        unique = [script for script in unique if not (getattr(script, "filename", "") or "").startswith(CHART_SCRIPTS)]
     context["script_files"] = unique
 
 
