@@ -58,9 +58,11 @@ def main() -> int:
             expected = theirs(x, x, x, need_weights=need_weights, average_attn_weights=False)[0]
             assert torch.allclose(ours(x, x, x, need_weights=need_weights)[0], expected, atol=1e-4)
 
-    print(f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads; batch {args.batch}, "
-          f"seq {args.seq}, d_model {args.d_model}, {args.heads} heads; forward + backward; "
-          f"median of {args.repeats} interleaved steps")
+    print(
+        f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads; batch {args.batch}, "
+        f"seq {args.seq}, d_model {args.d_model}, {args.heads} heads; forward + backward; "
+        f"median of {args.repeats} interleaved steps"
+    )
     print(f"{'setting':20s} {'ours (ms)':>10s} {'torch (ms)':>11s} {'ratio':>7s}")
     for need_weights in (False, True):
         times = {True: [], False: []}

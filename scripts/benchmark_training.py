@@ -45,8 +45,9 @@ class TorchTransformer(nn.Module):
     inverted here.
     """
 
-    def __init__(self, source_vocab: int, target_vocab: int, d_model: int, heads: int, layers: int, d_ff: int,
-                 dropout: float):
+    def __init__(
+        self, source_vocab: int, target_vocab: int, d_model: int, heads: int, layers: int, d_ff: int, dropout: float
+    ):
         super().__init__()
         self.source_embed = EmbeddingWithPositions(source_vocab, d_model, dropout)
         self.target_embed = EmbeddingWithPositions(target_vocab, d_model, dropout)
@@ -123,10 +124,12 @@ def main() -> int:
     if args.tatoeba:
         batches, source_vocab, target_vocab = tatoeba_batches(args.max_tokens)
     torch.manual_seed(0)
-    ours = make_model(source_vocab, target_vocab, args.layers, args.d_model, args.d_ff, args.heads, args.dropout,
-                      final_norm=True)  # nn.Transformer always ends both stacks with a layer norm
-    theirs = TorchTransformer(source_vocab, target_vocab, args.d_model, args.heads, args.layers, args.d_ff,
-                              args.dropout)
+    ours = make_model(
+        source_vocab, target_vocab, args.layers, args.d_model, args.d_ff, args.heads, args.dropout, final_norm=True
+    )  # nn.Transformer always ends both stacks with a layer norm
+    theirs = TorchTransformer(
+        source_vocab, target_vocab, args.d_model, args.heads, args.layers, args.d_ff, args.dropout
+    )
     loss_fn = LabelSmoothingLoss(target_vocab, PAD, 0.1)
     runners = {
         "ours": (ours, lambda source, target: sequence_loss(ours, source, target, PAD, loss_fn)),
@@ -134,10 +137,15 @@ def main() -> int:
     }
     optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-4) for name, (model, _) in runners.items()}
     counts = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in runners.items()}
-    data = (f"Tatoeba length batches of at most {args.max_tokens} tokens, vocab {source_vocab} -> {target_vocab}"
-            if args.tatoeba else f"batch {args.batch}, length {args.length}, vocab {args.vocab}")
-    print(f"threads {torch.get_num_threads()}, d_model {args.d_model}, heads {args.heads}, layers {args.layers}+"
-          f"{args.layers}, d_ff {args.d_ff}, {data}")
+    data = (
+        f"Tatoeba length batches of at most {args.max_tokens} tokens, vocab {source_vocab} -> {target_vocab}"
+        if args.tatoeba
+        else f"batch {args.batch}, length {args.length}, vocab {args.vocab}"
+    )
+    print(
+        f"threads {torch.get_num_threads()}, d_model {args.d_model}, heads {args.heads}, layers {args.layers}+"
+        f"{args.layers}, d_ff {args.d_ff}, {data}"
+    )
     print("parameters: " + ", ".join(f"{name} {count:,}" for name, count in counts.items()))
 
     generator = torch.Generator().manual_seed(0)
@@ -168,8 +176,10 @@ def main() -> int:
         for name in runners
     }
     for name in runners:
-        print(f"{name:15s} median step {1000 * statistics.median(seconds[name]):7.1f} ms   "
-              f"{throughput[name]:9.0f} tokens/s")
+        print(
+            f"{name:15s} median step {1000 * statistics.median(seconds[name]):7.1f} ms   "
+            f"{throughput[name]:9.0f} tokens/s"
+        )
     print(f"ours / nn.Transformer: {throughput['ours'] / throughput['nn.Transformer']:.2f}x")
     return 0
 

@@ -34,15 +34,9 @@ CHROMIUM_FLAGS = [
 
 
 def chromium_path() -> str:
-    path = (
-        os.environ.get("CHROMIUM")
-        or shutil.which("chromium")
-        or shutil.which("chromium-browser")
-    )
+    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not path:
-        pytest.fail(
-            "Chromium not found: install Debian's `chromium` (scripts/test.sh does) or set CHROMIUM"
-        )
+        pytest.fail("Chromium not found: install Debian's `chromium` (scripts/test.sh does) or set CHROMIUM")
     return path
 
 
@@ -54,15 +48,12 @@ class QuietHandler(SimpleHTTPRequestHandler):
 @functools.cache
 def serve(directory: str) -> str:
     """Serve ``directory`` on 127.0.0.1 (for the whole session); return its base URL."""
-    httpd = ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=directory)
-    )
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=directory))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{httpd.server_address[1]}"
 
 
-def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
-                   console_types: tuple[str, ...] = ("error",)):
+def local_only_tab(browser, width: int = 1280, *, dark: bool = False, console_types: tuple[str, ...] = ("error",)):
     """A new tab that records every request that is not for 127.0.0.1 (the browser's
     CHROMIUM_FLAGS make them fail).
 
@@ -71,17 +62,11 @@ def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
     """
     context = browser.new_context(viewport={"width": width, "height": 900})
     if dark:  # pydata-sphinx-theme reads the reader's choice from localStorage
-        context.add_init_script(
-            "localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');"
-        )
+        context.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
     outside, errors = [], []
     context.on(
         "request",
-        lambda request: (
-            outside.append(request.url)
-            if urlparse(request.url).hostname != "127.0.0.1"
-            else None
-        ),
+        lambda request: outside.append(request.url) if urlparse(request.url).hostname != "127.0.0.1" else None,
     )
     # A failed request is recorded with its URL; the console's "Failed to load resource" line
     # (no URL) is left out, so that the browser's own favicon request, which no page makes and
@@ -100,16 +85,16 @@ def local_only_tab(browser, width: int = 1280, *, dark: bool = False,
         "console",
         lambda message: (
             errors.append(f"console.{message.type}: {message.text}")
-            if message.type in console_types
-            and not message.text.startswith("Failed to load resource")
+            if message.type in console_types and not message.text.startswith("Failed to load resource")
             else None
         ),
     )
     return context, tab, outside, errors
 
 
-def script_tab(browser, directory, modules: dict[str, str], *,
-               console_types: tuple[str, ...] = ("error", "warning"), **options):
+def script_tab(
+    browser, directory, modules: dict[str, str], *, console_types: tuple[str, ...] = ("error", "warning"), **options
+):
     """A local-only tab (``local_only_tab``) on a blank page of ``directory``, served on
     127.0.0.1, that imports ``modules`` (global name: path under it, e.g. ``{"TransformerBook":
     "playground/transformer.js"}``): each module's exports as one window-level object, a
@@ -122,8 +107,7 @@ def script_tab(browser, directory, modules: dict[str, str], *,
         '<!doctype html><meta charset="utf-8"><script type="module">'
         f"{imports} Object.assign(window, {{{exposed}}});</script>"
     )
-    context.route(f"{base}/harness.html",
-                  lambda route: route.fulfill(content_type="text/html", body=body))
+    context.route(f"{base}/harness.html", lambda route: route.fulfill(content_type="text/html", body=body))
     tab.goto(f"{base}/harness.html")
     return context, tab, outside, errors
 

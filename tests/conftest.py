@@ -21,9 +21,7 @@ def browser():
     from browser_support import CHROMIUM_FLAGS, chromium_path
 
     with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=chromium_path(), args=CHROMIUM_FLAGS
-        )
+        instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
         yield instance
         instance.close()
 

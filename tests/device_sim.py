@@ -90,13 +90,16 @@ def _simulated_class(real_class: type, device: torch.device) -> type:
     """The class of the instances of ``real_class`` (Tensor, Parameter, ...) on ``device``."""
     key = (real_class, device.type)
     if key not in _classes:
-        _classes[key] = type(f"{device.type.upper()}{real_class.__name__}",
-                             (SimulatedTensor, real_class), {
-                                 "simulated_device": torch.device(device.type, 0),
-                                 "real_class": real_class,
-                                 "__torch_function__": _DISABLED,
-                                 "__module__": __name__,
-                             })
+        _classes[key] = type(
+            f"{device.type.upper()}{real_class.__name__}",
+            (SimulatedTensor, real_class),
+            {
+                "simulated_device": torch.device(device.type, 0),
+                "real_class": real_class,
+                "__torch_function__": _DISABLED,
+                "__module__": __name__,
+            },
+        )
     return _classes[key]
 
 
@@ -123,8 +126,7 @@ class SimulatedGenerator(torch.Generator):
     def __new__(cls, device=None):
         generator = super().__new__(cls)
         target = _CPU if device is None else torch.device(device)
-        generator.simulated_device = (
-            torch.device(target.type, 0) if target.type in SIMULATED_TYPES else target)
+        generator.simulated_device = torch.device(target.type, 0) if target.type in SIMULATED_TYPES else target
         return generator
 
     def __init__(self, device=None):
@@ -159,7 +161,8 @@ def _common_device(tensors: list) -> torch.device:
             simulated = found if found.type in SIMULATED_TYPES else device
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two "
-                f"devices, {found} and {device}! (simulated {simulated.type})")
+                f"devices, {found} and {device}! (simulated {simulated.type})"
+            )
     return found or _CPU
 
 
@@ -180,18 +183,61 @@ _MOVES = {"copy_", "to", "cuda", "cpu", "mps"}
 _INDEXING = {"__getitem__", "__setitem__"}
 _FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray}
 # Questions about a tensor that no device refuses: answered as on the CPU, quickly.
-_QUERIES = {"_has_compatible_shallow_copy_type", "is_set_to", "is_same_size", "data_ptr",
-            "untyped_storage", "_typed_storage", "__hash__", "__len__", "dim", "size",
-            "numel", "stride", "is_contiguous", "is_floating_point", "is_complex",
-            "element_size", "item", "tolist", "__bool__", "__float__", "__int__",
-            "__index__", "requires_grad_", "retain_grad", "register_hook"}
+_QUERIES = {
+    "_has_compatible_shallow_copy_type",
+    "is_set_to",
+    "is_same_size",
+    "data_ptr",
+    "untyped_storage",
+    "_typed_storage",
+    "__hash__",
+    "__len__",
+    "dim",
+    "size",
+    "numel",
+    "stride",
+    "is_contiguous",
+    "is_floating_point",
+    "is_complex",
+    "element_size",
+    "item",
+    "tolist",
+    "__bool__",
+    "__float__",
+    "__int__",
+    "__index__",
+    "requires_grad_",
+    "retain_grad",
+    "register_hook",
+}
 # Tensor methods written in Python that treat subclasses differently (``type(self) is Tensor``):
 # they run with the tensor's real class, so printing and formatting read as on the CPU.
 _AS_REAL_CLASS = {"__format__", "__repr__", "__str__", "__deepcopy__", "__reduce_ex__"}
-_PLAIN_ATTRIBUTES = {"shape", "dtype", "requires_grad", "is_leaf", "grad_fn", "ndim", "layout",
-                     "is_sparse", "is_quantized", "is_meta", "is_nested", "names", "_version",
-                     "output_nr", "itemsize", "nbytes", "device", "is_cuda", "is_mps", "is_cpu",
-                     "_backward_hooks", "_base", "_cdata"}
+_PLAIN_ATTRIBUTES = {
+    "shape",
+    "dtype",
+    "requires_grad",
+    "is_leaf",
+    "grad_fn",
+    "ndim",
+    "layout",
+    "is_sparse",
+    "is_quantized",
+    "is_meta",
+    "is_nested",
+    "names",
+    "_version",
+    "output_nr",
+    "itemsize",
+    "nbytes",
+    "device",
+    "is_cuda",
+    "is_mps",
+    "is_cpu",
+    "_backward_hooks",
+    "_base",
+    "_cdata",
+}
 
 
 class DeviceSimulation(TorchFunctionMode):
@@ -200,8 +246,7 @@ class DeviceSimulation(TorchFunctionMode):
     def __init__(self, device_type: str):
         super().__init__()
         if device_type not in SIMULATED_TYPES:
-            raise ValueError(
-                f"device_type must be one of {SIMULATED_TYPES}; got {device_type!r}")
+            raise ValueError(f"device_type must be one of {SIMULATED_TYPES}; got {device_type!r}")
         self.device = torch.device(device_type, 0)
         self.operations = 0  # torch calls whose result is on the simulated device
 
@@ -224,7 +269,8 @@ class DeviceSimulation(TorchFunctionMode):
         if name in _TO_NUMPY and tensors and isinstance(tensors[0], SimulatedTensor):
             raise TypeError(
                 f"can't convert {device_of(tensors[0])} device type tensor to numpy. Use "
-                "Tensor.cpu() to copy the tensor to host memory first. (simulated)")
+                "Tensor.cpu() to copy the tensor to host memory first. (simulated)"
+            )
 
         if name in _MOVES and args and isinstance(args[0], torch.Tensor):
             target, args, kwargs = self._parse_move(name, args, kwargs)
@@ -244,10 +290,10 @@ class DeviceSimulation(TorchFunctionMode):
             if generator_device.type != target.type:
                 raise RuntimeError(
                     f"Expected a '{target.type}' device type for generator but found "
-                    f"'{generator_device.type}' (simulated)")
+                    f"'{generator_device.type}' (simulated)"
+                )
 
-        if (target.type == "cuda" and func in _CONVOLUTIONS
-                and torch.backends.cudnn.allow_tf32):
+        if target.type == "cuda" and func in _CONVOLUTIONS and torch.backends.cudnn.allow_tf32:
             args = tuple(_to_tf32(a) if isinstance(a, torch.Tensor) else a for a in args)
 
         with _INSIDE:
@@ -272,7 +318,8 @@ class DeviceSimulation(TorchFunctionMode):
         if any(tensor.dtype in _NO_FLOAT64 for tensor in _tensors([result], [])):
             raise TypeError(
                 "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't "
-                "support float64. Please use float32 instead. (simulated mps)")
+                "support float64. Please use float32 instead. (simulated mps)"
+            )
 
     def _label(self, result, inputs: list, target: torch.device):
         """Relabel the tensors in ``result`` as being on ``target``."""
@@ -310,7 +357,8 @@ class DeviceSimulation(TorchFunctionMode):
             if where != indexed and where.type != "cpu":
                 raise RuntimeError(
                     "indices should be either on cpu or on the same device as the indexed "
-                    f"tensor ({indexed}) (simulated)")
+                    f"tensor ({indexed}) (simulated)"
+                )
         return indexed
 
     def _parse_move(self, name, args, kwargs):
@@ -353,13 +401,13 @@ class DeviceSimulation(TorchFunctionMode):
                 _move(result, device_of(owner))
         elif attribute == "data":
             _move(owner, device_of(args[1]))
-        elif (attribute == "grad" and isinstance(args[1], torch.Tensor)
-              and device_of(args[1]) != device_of(owner)):
+        elif attribute == "grad" and isinstance(args[1], torch.Tensor) and device_of(args[1]) != device_of(owner):
             with _INSIDE:
                 func(owner, None)
             raise RuntimeError(
                 "assigned grad has data located on a different device (simulated): "
-                f"{device_of(args[1])} for a tensor on {device_of(owner)}")
+                f"{device_of(args[1])} for a tensor on {device_of(owner)}"
+            )
         return result
 
 
@@ -371,9 +419,11 @@ def _has_torch_function(arguments) -> bool:
     """
     stack = torch.overrides._get_current_function_mode_stack()
     if stack and all(isinstance(mode, DeviceSimulation) for mode in stack):
-        return any(type(argument).__torch_function__ is not _DISABLED
-                   and type(argument) is not torch.Tensor
-                   for argument in arguments if isinstance(argument, torch.Tensor))
+        return any(
+            type(argument).__torch_function__ is not _DISABLED and type(argument) is not torch.Tensor
+            for argument in arguments
+            if isinstance(argument, torch.Tensor)
+        )
     return _ORIGINAL_HAS_TORCH_FUNCTION(arguments)
 
 
@@ -390,31 +440,37 @@ def _fakes(device_type: str) -> list[tuple[object, str, object]]:
         (torch.overrides, "has_torch_function", _has_torch_function),
     ]
     if cuda:
-        replaced += [(torch.cuda, name, value) for name, value in {
-            "device_count": lambda: 1,
-            "current_device": lambda: 0,
-            "get_device_name": lambda device=None: "Simulated CUDA device",
-            "get_device_capability": lambda device=None: (8, 0),
-            "synchronize": lambda device=None: None,
-            "empty_cache": lambda: None,
-            "memory_allocated": lambda device=None: 0,
-            "max_memory_allocated": lambda device=None: 0,
-            "memory_reserved": lambda device=None: 0,
-            "max_memory_reserved": lambda device=None: 0,
-            "reset_peak_memory_stats": lambda device=None: None,
-            "manual_seed": lambda seed: None,
-            "manual_seed_all": lambda seed: None,
-        }.items()]
+        replaced += [
+            (torch.cuda, name, value)
+            for name, value in {
+                "device_count": lambda: 1,
+                "current_device": lambda: 0,
+                "get_device_name": lambda device=None: "Simulated CUDA device",
+                "get_device_capability": lambda device=None: (8, 0),
+                "synchronize": lambda device=None: None,
+                "empty_cache": lambda: None,
+                "memory_allocated": lambda device=None: 0,
+                "max_memory_allocated": lambda device=None: 0,
+                "memory_reserved": lambda device=None: 0,
+                "max_memory_reserved": lambda device=None: 0,
+                "reset_peak_memory_stats": lambda device=None: None,
+                "manual_seed": lambda seed: None,
+                "manual_seed_all": lambda seed: None,
+            }.items()
+        ]
     if mps:
         replaced += [(torch.backends.mps, "is_built", lambda: True)]
-        replaced += [(torch.mps, name, value) for name, value in {
-            "synchronize": lambda: None,
-            "empty_cache": lambda: None,
-            "current_allocated_memory": lambda: 0,
-            "driver_allocated_memory": lambda: 0,
-            "manual_seed": lambda seed: None,
-            "seed": lambda: None,
-        }.items()]
+        replaced += [
+            (torch.mps, name, value)
+            for name, value in {
+                "synchronize": lambda: None,
+                "empty_cache": lambda: None,
+                "current_allocated_memory": lambda: 0,
+                "driver_allocated_memory": lambda: 0,
+                "manual_seed": lambda seed: None,
+                "seed": lambda: None,
+            }.items()
+        ]
     return replaced
 
 
@@ -424,8 +480,7 @@ _installed: list[tuple[DeviceSimulation, list]] = []
 def install(device_type: str) -> DeviceSimulation:
     """Simulate ``device_type`` ("cuda" or "mps") until ``uninstall()``."""
     if _installed:
-        raise RuntimeError(
-            f"a device simulation is already installed: {_installed[0][0].device}")
+        raise RuntimeError(f"a device simulation is already installed: {_installed[0][0].device}")
     mode = DeviceSimulation(device_type)
     originals = []
     for owner, name, value in _fakes(device_type):

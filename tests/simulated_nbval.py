@@ -95,8 +95,7 @@ class SimulatedDevices:
         self.folder = tempfile.TemporaryDirectory(prefix="book-ipython-")
         startup = Path(self.folder.name) / "profile_default" / "startup"
         startup.mkdir(parents=True)
-        (startup / "00-simulated-device.py").write_text(
-            STARTUP.format(path=str(DEVICE_SIM)), encoding="utf-8")
+        (startup / "00-simulated-device.py").write_text(STARTUP.format(path=str(DEVICE_SIM)), encoding="utf-8")
 
     def pytest_unconfigure(self):
         self.folder.cleanup()
@@ -123,8 +122,11 @@ class SimulatedDevices:
             return (yield)
         # the notebook's first cell: nbval starts its kernel now, with these variables
         device = self.device_for(notebook)
-        values = {"IPYTHONDIR": self.folder.name, **self.kernel_environment,
-                  **({"BOOK_SIMULATED_DEVICE": device} if device else {})}
+        values = {
+            "IPYTHONDIR": self.folder.name,
+            **self.kernel_environment,
+            **({"BOOK_SIMULATED_DEVICE": device} if device else {}),
+        }
         with environment(values):
             return (yield)
 
@@ -142,7 +144,10 @@ class SimulatedDevices:
         operations = int(printed[-1]) if printed else 0
         result = yield
         if operations <= MINIMUM_OPERATIONS:
-            pytest.fail(f"{notebook.fspath.basename} ran {operations} torch operations on the "
-                        f"simulated {device} (expected more than {MINIMUM_OPERATIONS}): its device "
-                        "cell did not pick the device", pytrace=False)
+            pytest.fail(
+                f"{notebook.fspath.basename} ran {operations} torch operations on the "
+                f"simulated {device} (expected more than {MINIMUM_OPERATIONS}): its device "
+                "cell did not pick the device",
+                pytrace=False,
+            )
         return result

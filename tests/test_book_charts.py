@@ -8,7 +8,9 @@ from book_charts import heatmap, tidy
 
 
 def test_tidy_is_long_and_rounded():
-    frame = tidy(torch.tensor([[0.123456, 1.0], [2.0, -0.987654]]), row="query", column="key", value="weight", decimals=2)
+    frame = tidy(
+        torch.tensor([[0.123456, 1.0], [2.0, -0.987654]]), row="query", column="key", value="weight", decimals=2
+    )
     assert list(frame.columns) == ["query", "key", "weight"]
     assert len(frame) == 4
     assert frame.loc[(frame["query"] == 0) & (frame["key"] == 0), "weight"].item() == 0.12

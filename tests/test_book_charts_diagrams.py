@@ -32,8 +32,9 @@ EXPECTED_CHAPTERS = [
     "16_modern_decoder",
     "17_past_one_machine",
 ]
-SMALL = ModelConfig(d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3,
-                    source_len=7, target_len=5)
+SMALL = ModelConfig(
+    d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3, source_len=7, target_len=5
+)
 MECHANISMS = [
     book_charts.attention_diagram,
     book_charts.multi_head_diagram,
@@ -94,7 +95,8 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
     # chapters 16 and 17 are linked from their own pages' maps only (the other pages' stored maps are
     # unchanged)
     assert pages == set(EXPECTED_CHAPTERS) - {"16_modern_decoder", "17_past_one_machine"}, (
-        f"chapters without a link from the map: {set(EXPECTED_CHAPTERS) - pages}")
+        f"chapters without a link from the map: {set(EXPECTED_CHAPTERS) - pages}"
+    )
     assert "16_modern_decoder.html" in hrefs(architecture(16).to_dict())
     assert "17_past_one_machine.html" in hrefs(architecture(17).to_dict())
 
@@ -159,9 +161,7 @@ def test_base_model_parameter_count_is_the_papers_size():
     counts = parameter_counts()
     # Tied embeddings: one 37000 x 512 table, 6+6 layers and the generator's bias: about 63M (paper: 65M).
     assert 60_000_000 < counts["model"] < 66_000_000
-    assert counts["model"] == (
-        counts["embedding"] + 6 * (counts["encoder_layer"] + counts["decoder_layer"]) + 37000
-    )
+    assert counts["model"] == (counts["embedding"] + 6 * (counts["encoder_layer"] + counts["decoder_layer"]) + 37000)
 
 
 def test_config_is_validated_with_clear_errors():
@@ -218,7 +218,9 @@ def test_masks_diagram_uses_the_package_masks():
     allowed = {(row["mask"], row["query"], row["key"]) for row in data if row["may attend"] == "yes"}
     assert ("Padding", 0, 3) not in allowed and ("Padding", 0, 2) in allowed
     assert ("Look-ahead", 1, 2) not in allowed and ("Look-ahead", 2, 1) in allowed
-    assert {(q, k) for name, q, k in allowed if name == "Combined"} == {(q, k) for q in range(4) for k in range(3) if k <= q}
+    assert {(q, k) for name, q, k in allowed if name == "Combined"} == {
+        (q, k) for q in range(4) for k in range(3) if k <= q
+    }
     with pytest.raises(ValueError, match="padding=4"):
         book_charts.masks_diagram(length=4, padding=4)
 

@@ -45,8 +45,11 @@ def test_every_exercise_is_asked_for_by_its_chapter():
 def test_no_module_copies_its_notebook():
     """The notebooks are the one source of stubs, solutions and questions; check() is the one checker."""
     for chapter, module in MODULES.items():
-        copies = [name for name in vars(module)
-                  if name in {"STUBS", "SOLUTIONS", "CHECKERS", "QUESTION", "ANSWER"} or name.startswith("check_")]
+        copies = [
+            name
+            for name in vars(module)
+            if name in {"STUBS", "SOLUTIONS", "CHECKERS", "QUESTION", "ANSWER"} or name.startswith("check_")
+        ]
         assert not copies, f"book_exercises.{chapter} defines {copies}"
 
 
@@ -82,8 +85,9 @@ def test_each_typical_mistake_gets_its_own_hint(name, index, capsys):
 
 # Answers that are right in another way, which the check must accept.
 EQUIVALENT = {
-    "masked_softmax": lambda scores, mask: torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
-    .masked_fill(~mask.any(dim=-1, keepdim=True), 0.0),  # a finite fill, the empty rows zeroed after
+    "masked_softmax": lambda scores, mask: torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1).masked_fill(
+        ~mask.any(dim=-1, keepdim=True), 0.0
+    ),  # a finite fill, the empty rows zeroed after
     "look_ahead_mask": lambda size: torch.ones(1, size, size).tril().bool(),  # a leading axis of 1
     "unrotate": lambda rotated, cos, sin: apply_rotary(rotated, cos, -sin),  # the package, angles negated
 }
@@ -98,23 +102,43 @@ def test_an_equivalent_answer_passes(name, capsys):
 # Wrong answers that no mistake names: the exercise's own description of the difference.
 DESCRIBED = [
     ("shift_matrix", lambda k, d_model: torch.eye(d_model), "M_k @ PE[pos] should equal PE[pos + k]"),
-    ("attention", lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
-     "return both the output and the weights"),
-    ("masked_attention", lambda q, k, v, mask: scaled_dot_product_attention(q, k, v, mask)[0],
-     "return both the output and the weights"),
-    ("encoder_layer_parameters", lambda d_model, heads, d_ff: 0,
-     "the layer has 3,152,384 parameters; your formula gives 0"),
-    ("look_ahead_mask", lambda size: torch.ones(size, size, dtype=torch.bool).tril(1),
-     "your mask lets position 0 see position 1, which must be hidden"),
+    ("attention", lambda q, k, v: scaled_dot_product_attention(q, k, v)[0], "return both the output and the weights"),
+    (
+        "masked_attention",
+        lambda q, k, v, mask: scaled_dot_product_attention(q, k, v, mask)[0],
+        "return both the output and the weights",
+    ),
+    (
+        "encoder_layer_parameters",
+        lambda d_model, heads, d_ff: 0,
+        "the layer has 3,152,384 parameters; your formula gives 0",
+    ),
+    (
+        "look_ahead_mask",
+        lambda size: torch.ones(size, size, dtype=torch.bool).tril(1),
+        "your mask lets position 0 see position 1, which must be hidden",
+    ),
     ("look_ahead_mask", lambda size: torch.ones(size, size).tril(), "return a boolean mask"),
-    ("padding_mask", lambda tokens, pad_id: torch.zeros_like(tokens, dtype=torch.bool).unsqueeze(1),
-     "stops position 0 from seeing position 0"),
-    ("target_mask", lambda tokens, pad_id: torch.ones(*tokens.shape, tokens.size(1), dtype=torch.bool),
-     "lets position 0 see position 1 in sentence 0"),
-    ("cross_attention", lambda x, memory, attention, mask: attention(x, memory, memory, mask),
-     "return only the output, [0]"),
-    ("cross_attention", lambda x, memory, attention, mask: attention(memory, memory, memory, mask)[0],
-     "one row per source position"),
+    (
+        "padding_mask",
+        lambda tokens, pad_id: torch.zeros_like(tokens, dtype=torch.bool).unsqueeze(1),
+        "stops position 0 from seeing position 0",
+    ),
+    (
+        "target_mask",
+        lambda tokens, pad_id: torch.ones(*tokens.shape, tokens.size(1), dtype=torch.bool),
+        "lets position 0 see position 1 in sentence 0",
+    ),
+    (
+        "cross_attention",
+        lambda x, memory, attention, mask: attention(x, memory, memory, mask),
+        "return only the output, [0]",
+    ),
+    (
+        "cross_attention",
+        lambda x, memory, attention, mask: attention(memory, memory, memory, mask)[0],
+        "one row per source position",
+    ),
     ("byte_fallback", lambda text, known: "".join(text), "return a list; got str"),
     ("wordpiece", lambda word, vocab: [word], "expected ['un', '##aff', '##able']; got ['unaffable']"),
     ("pack_rows", lambda lengths, row_tokens: [list(range(len(lengths)))], "expected [[2, 7], [6, 0], [4, 1, 3], [5]]"),
@@ -174,8 +198,10 @@ def test_shape_and_error_messages(capsys):
     _, out = output_of(lambda q, k, v: (q, q[..., :1]), capsys, name="attention")
     assert "shape" in out
     _, out = output_of(lambda q, k, v: 1 / 0, capsys, name="attention")
-    assert out == ("Not quite: your function raised ZeroDivisionError on query (2, 3, 4), key (2, 3, 4), "
-                   "value (2, 3, 6): division by zero")
+    assert out == (
+        "Not quite: your function raised ZeroDivisionError on query (2, 3, 4), key (2, 3, 4), "
+        "value (2, 3, 6): division by zero"
+    )
 
 
 def test_device_argument_moves_inputs(capsys):

@@ -38,9 +38,31 @@ def test_every_chapter_title_has_its_chinese_name(chapter):
 
 def test_chinese_terms_are_sequences_of_up_to_four_characters():
     terms = page_meta.chinese_terms("Attention (注意力) and 多头, 位置编码器")
-    assert terms == ["注", "意", "力", "注意", "意力", "注意力", "多", "头", "多头",
-                     "位", "置", "编", "码", "器", "位置", "置编", "编码", "码器", "位置编", "置编码", "编码器",
-                     "位置编码", "置编码器"]
+    assert terms == [
+        "注",
+        "意",
+        "力",
+        "注意",
+        "意力",
+        "注意力",
+        "多",
+        "头",
+        "多头",
+        "位",
+        "置",
+        "编",
+        "码",
+        "器",
+        "位置",
+        "置编",
+        "编码",
+        "码器",
+        "位置编",
+        "置编码",
+        "编码器",
+        "位置编码",
+        "置编码器",
+    ]
     assert page_meta.chinese_terms("no Chinese here") == []
 
 
@@ -109,7 +131,7 @@ def test_every_built_chapter_has_a_preview_of_its_own(chapter):
 
 def search_index() -> dict:
     text = built("searchindex.js")
-    return json.loads(text[text.index("(") + 1:text.rindex(")")])
+    return json.loads(text[text.index("(") + 1 : text.rindex(")")])
 
 
 def found(index: dict, query: str) -> set[str]:
@@ -133,8 +155,11 @@ def found(index: dict, query: str) -> set[str]:
 @pytest.mark.parametrize("query", ["梯度", "残差", "注意力", "位置编码", "词", "束搜索"])
 def test_chinese_words_of_the_summaries_are_found(query):
     index = search_index()
-    containing = {f"book/{chapter.stem}" for chapter in CHAPTERS
-                  if any(text.startswith("## 中文小结") and query in text for text in sources(chapter, "markdown"))}
+    containing = {
+        f"book/{chapter.stem}"
+        for chapter in CHAPTERS
+        if any(text.startswith("## 中文小结") and query in text for text in sources(chapter, "markdown"))
+    }
     assert containing, f"no 中文小结 contains {query!r}"
     assert containing <= found(index, query)
 
@@ -179,19 +204,39 @@ def log_scale_values(spec: dict) -> list[tuple[str, object]]:
 
 
 def test_a_zero_on_a_log_scale_is_found():
-    spec = {"data": {"name": "d"}, "datasets": {"d": [{"x": 0.0}, {"x": 1.0}]},
-            "encoding": {"x": {"field": "x", "scale": {"type": "log"}}}}
+    spec = {
+        "data": {"name": "d"},
+        "datasets": {"d": [{"x": 0.0}, {"x": 1.0}]},
+        "encoding": {"x": {"field": "x", "scale": {"type": "log"}}},
+    }
     assert log_scale_values(spec) == [("x", 0.0), ("x", 1.0)]
 
 
-@pytest.mark.parametrize("chapter", [
-    pytest.param(chapter, marks=pytest.mark.xfail(strict=True, reason=(
-        "chapter 16's ε-placement chart rounds the input RMS to 4 decimals, so 7 of its 29 inputs "
-        "(1e-6 to 3.2e-5) are 0 on its log axis (Vega warns 'Log scale domain includes zero'): the "
-        "fix is in the cell and needs chapter 16 re-executed")))
-    if chapter.stem == "16_modern_decoder" else chapter
-    for chapter in CHAPTERS], ids=lambda path: path.stem)
+@pytest.mark.parametrize(
+    "chapter",
+    [
+        pytest.param(
+            chapter,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "chapter 16's ε-placement chart rounds the input RMS to 4 decimals, so 7 of its 29 inputs "
+                    "(1e-6 to 3.2e-5) are 0 on its log axis (Vega warns 'Log scale domain includes zero'): the "
+                    "fix is in the cell and needs chapter 16 re-executed"
+                ),
+            ),
+        )
+        if chapter.stem == "16_modern_decoder"
+        else chapter
+        for chapter in CHAPTERS
+    ],
+    ids=lambda path: path.stem,
+)
 def test_log_scales_plot_only_positive_values(chapter):
-    bad = [(field, value) for spec in stored_charts(chapter) for field, value in log_scale_values(spec)
-           if not (isinstance(value, (int, float)) and value > 0)]
+    bad = [
+        (field, value)
+        for spec in stored_charts(chapter)
+        for field, value in log_scale_values(spec)
+        if not (isinstance(value, (int, float)) and value > 0)
+    ]
     assert bad == []

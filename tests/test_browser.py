@@ -32,7 +32,11 @@ SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_
 WIDTHS = {"laptop": 1280, "phone": 390}
 # The phone view also uses the dark theme: layout does not depend on the theme, so one visit checks both.
 VIEWS = [("laptop", "light"), ("phone", "dark")]
-PAGES = sorted(path.relative_to(SITE).as_posix() for path in SITE.rglob("*.html") if "_static" not in path.parts) if SITE.exists() else []
+PAGES = (
+    sorted(path.relative_to(SITE).as_posix() for path in SITE.rglob("*.html") if "_static" not in path.parts)
+    if SITE.exists()
+    else []
+)
 
 
 def charts_in_notebook(page: str) -> int:

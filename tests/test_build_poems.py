@@ -15,8 +15,16 @@ def packed(text: str) -> bytes:
 
 
 def test_read_msgpack_reads_a_map_of_string_arrays():
-    small = bytes([0x82]) + packed("疎") + bytes([0x91]) + packed("疏") + packed("乾") + bytes(
-        [0x92]) + packed("干") + packed("乾")
+    small = (
+        bytes([0x82])
+        + packed("疎")
+        + bytes([0x91])
+        + packed("疏")
+        + packed("乾")
+        + bytes([0x92])
+        + packed("干")
+        + packed("乾")
+    )
     assert tool.read_msgpack(small) == {"疎": ["疏"], "乾": ["干", "乾"]}
     wide = bytes([0xDE, 0x00, 0x01]) + packed("x" * 40) + bytes([0xDC, 0x00, 0x01, 0xC0])
     assert tool.read_msgpack(wide) == {"x" * 40: [None]}
@@ -47,6 +55,5 @@ def test_check_passes_on_the_shipped_files_and_fails_when_one_changed(tmp_path, 
     readme = tmp_path / tool.README.name
     shutil.copy(tool.README, readme)
     monkeypatch.setattr(tool, "README", readme)
-    readme.write_text(readme.read_text(encoding="utf-8").replace("1,102 types", "941 types"),
-                      encoding="utf-8")
+    readme.write_text(readme.read_text(encoding="utf-8").replace("1,102 types", "941 types"), encoding="utf-8")
     assert tool.main(["--check"]) == 1

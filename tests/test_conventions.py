@@ -65,7 +65,9 @@ def test_seed_is_set_before_anything_random(notebook):
 def test_executed_once_top_to_bottom_without_errors(notebook):
     counts = [cell["execution_count"] for cell in cells(notebook, "code") if source(cell).strip()]
     assert counts == list(range(1, len(counts) + 1)), "re-run with tools/execute_notebooks.py"
-    errors = [output for cell in cells(notebook, "code") for output in cell["outputs"] if output["output_type"] == "error"]
+    errors = [
+        output for cell in cells(notebook, "code") for output in cell["outputs"] if output["output_type"] == "error"
+    ]
     assert not errors
 
 
@@ -73,7 +75,9 @@ def test_executed_once_top_to_bottom_without_errors(notebook):
 def test_ignored_outputs_still_assert_something(notebook):
     # A cell whose output nbval ignores must check what matters itself (the device cell only prints).
     for cell in cells(notebook, "code"):
-        if "nbval-ignore-output" in cell["metadata"].get("tags", []) and "torch.cuda.is_available()" not in source(cell):
+        if "nbval-ignore-output" in cell["metadata"].get("tags", []) and "torch.cuda.is_available()" not in source(
+            cell
+        ):
             assert "assert " in source(cell), f"ignored cell without an assertion:\n{source(cell)[:200]}"
 
 
@@ -121,7 +125,9 @@ def test_has_exercises_the_reader_attempts_and_checked_solutions(notebook):
 def test_model_package_does_not_import_plotting_or_notebook_code():
     for module in (REPO_ROOT / "src" / "transformer_book").glob("*.py"):
         text = module.read_text(encoding="utf-8")
-        assert not re.search(r"^\s*(import|from)\s+(altair|pandas|book_charts|IPython|matplotlib)", text, re.MULTILINE), module
+        assert not re.search(
+            r"^\s*(import|from)\s+(altair|pandas|book_charts|IPython|matplotlib)", text, re.MULTILINE
+        ), module
 
 
 KEY_IDEAS = re.compile(r"^> \*\*Key ideas\*\*\n>\n((?:> .*\n?)+)", re.MULTILINE)
@@ -190,6 +196,5 @@ PRAGMA = re.compile(r"#\s*(noqa|fmt:\s*(skip|off|on)|type:\s*ignore|pragma)\b")
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_reader_code_has_no_tool_pragmas(chapter):
     """A reader's code carries no linter or formatter pragmas (contributing.md: tools stay out of it)."""
-    found = [line.strip() for text in sources(chapter, "code") for line in text.splitlines()
-             if PRAGMA.search(line)]
+    found = [line.strip() for text in sources(chapter, "code") for line in text.splitlines() if PRAGMA.search(line)]
     assert not found, f"{chapter.name}: {found}"

@@ -19,9 +19,11 @@ def batch(seed: int = 0, target_len: int = 5, source_len: int = 7):
     x = torch.randn(3, target_len, D_MODEL)
     memory = torch.randn(3, source_len, D_MODEL)
     source = torch.randint(1, 9, (3, source_len)).masked_fill(
-        torch.arange(source_len) >= torch.tensor([source_len, 4, 1])[:, None], PAD)
+        torch.arange(source_len) >= torch.tensor([source_len, 4, 1])[:, None], PAD
+    )
     target = torch.randint(1, 9, (3, target_len)).masked_fill(
-        torch.arange(target_len) >= torch.tensor([target_len, 3, 2])[:, None], PAD)
+        torch.arange(target_len) >= torch.tensor([target_len, 3, 2])[:, None], PAD
+    )
     return x, memory, source, target
 
 
@@ -44,8 +46,13 @@ def test_layer_matches_nn_transformer_decoder_layer(norm_first, masked):
         assert not torch.allclose(ours(x, memory), theirs(x, memory), atol=1e-3)  # before loading: different
         assert load_torch_decoder_layer(ours, theirs) is ours
         if masked:
-            expected = theirs(x, memory, tgt_mask=~subsequent_mask(5)[0], tgt_key_padding_mask=target == PAD,
-                              memory_key_padding_mask=source == PAD)
+            expected = theirs(
+                x,
+                memory,
+                tgt_mask=~subsequent_mask(5)[0],
+                tgt_key_padding_mask=target == PAD,
+                memory_key_padding_mask=source == PAD,
+            )
             actual = ours(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
         else:
             expected, actual = theirs(x, memory), ours(x, memory)
@@ -69,8 +76,13 @@ def test_stack_matches_nn_transformer_decoder(norm_first):
         ours.norm.gamma.copy_(theirs.norm.weight)
         ours.norm.beta.copy_(theirs.norm.bias)
         x, memory, source, target = batch(1)
-        expected = theirs(x, memory, tgt_mask=~subsequent_mask(5)[0], tgt_key_padding_mask=target == PAD,
-                          memory_key_padding_mask=source == PAD)
+        expected = theirs(
+            x,
+            memory,
+            tgt_mask=~subsequent_mask(5)[0],
+            tgt_key_padding_mask=target == PAD,
+            memory_key_padding_mask=source == PAD,
+        )
         actual = ours(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
     assert torch.allclose(actual, expected, atol=1e-5)
 
@@ -272,8 +284,10 @@ def test_the_decoder_checks_each_mask_by_name_with_chapter_6s_rule(monkeypatch):
     x, memory, source, target = batch()
     DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
     assert calls == [
-        ("target_mask", 3, 5, 5), ("source_mask", 3, 5, 7),  # the layer's, by name
-        ("mask", 3, 5, 5), ("mask", 3, 5, 7),  # self-attention's (target keys), cross-attention's (source keys)
+        ("target_mask", 3, 5, 5),
+        ("source_mask", 3, 5, 7),  # the layer's, by name
+        ("mask", 3, 5, 5),
+        ("mask", 3, 5, 7),  # self-attention's (target keys), cross-attention's (source keys)
     ]
 
 

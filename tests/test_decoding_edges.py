@@ -214,11 +214,23 @@ def decoder_inputs(batch=3, target=5, source=7):
 
 GOOD_MASKS = {"source_mask": torch.ones(3, 1, 7, dtype=torch.bool), "target_mask": subsequent_mask(5)}
 BAD_MASKS = [
-    ("source_mask", torch.ones(3, 1, 5, dtype=torch.bool), r"source_mask of shape \(3, 1, 5\) does not broadcast.*\(3, 5, 7\)"),
-    ("target_mask", torch.ones(3, 1, 7, dtype=torch.bool), r"target_mask of shape \(3, 1, 7\) does not broadcast.*\(3, 5, 5\)"),
+    (
+        "source_mask",
+        torch.ones(3, 1, 5, dtype=torch.bool),
+        r"source_mask of shape \(3, 1, 5\) does not broadcast.*\(3, 5, 7\)",
+    ),
+    (
+        "target_mask",
+        torch.ones(3, 1, 7, dtype=torch.bool),
+        r"target_mask of shape \(3, 1, 7\) does not broadcast.*\(3, 5, 5\)",
+    ),
     ("source_mask", torch.ones(3, 1, 7), r"source_mask must be boolean.*torch\.float32"),
     ("target_mask", subsequent_mask(5).float(), r"target_mask must be boolean.*torch\.float32"),
-    ("source_mask", torch.ones(3, 7, dtype=torch.bool), r"source_mask must have 3 or 4 axes.*source_mask\.unsqueeze\(1\)"),
+    (
+        "source_mask",
+        torch.ones(3, 7, dtype=torch.bool),
+        r"source_mask must have 3 or 4 axes.*source_mask\.unsqueeze\(1\)",
+    ),
     ("target_mask", torch.ones(3, 2, 5, 5, dtype=torch.bool), r"target_mask of shape \(3, 2, 5, 5\).*\(3, 4, 5, 5\)"),
 ]
 

@@ -86,9 +86,11 @@ def test_cuda_convolutions_run_in_tf32_like_cudnn():
 HEAD_BUGS = {
     "ch1 exercise 3: a CPU tensor compared with a device tensor": (
         "cuda",
-        ("table = torch.zeros(5, 4, device=device)\n"
-         "expected = torch.zeros(5, 4)\n"
-         "torch.testing.assert_close(table, expected)\n"),
+        (
+            "table = torch.zeros(5, 4, device=device)\n"
+            "expected = torch.zeros(5, 4)\n"
+            "torch.testing.assert_close(table, expected)\n"
+        ),
     ),
     "ch1/2/4/8: float64 made on the device": (
         "mps",
@@ -96,14 +98,11 @@ HEAD_BUGS = {
     ),
     "float64 conversion of a device tensor": (
         "mps",
-        ("weights = torch.softmax(torch.randn(4, 4, device=device), dim=-1)\n"
-         "weights.double()\n"),
+        ("weights = torch.softmax(torch.randn(4, 4, device=device), dim=-1)\nweights.double()\n"),
     ),
     "a chart frame from a device tensor": (
         "cuda",
-        ("import pandas as pd\n"
-         "values = torch.randn(3, device=device)\n"
-         "pd.DataFrame({'value': values.numpy()})\n"),
+        ("import pandas as pd\nvalues = torch.randn(3, device=device)\npd.DataFrame({'value': values.numpy()})\n"),
     ),
 }
 

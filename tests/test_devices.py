@@ -41,6 +41,7 @@ def device_of(chapter: Path) -> str:
     text = chapter.read_text(encoding="utf-8")
     return "mps" if re.search(r"float64|\.double\(\)", text) else "cuda"
 
+
 # Run in the kernel once, before anything else: the simulation must be in place before the chapter's
 # imports and device cell. (The kernel finds device_sim on its PYTHONPATH, tests/.)
 INSTALL = """\
@@ -84,8 +85,11 @@ def run_chapters(device: str, chapters: list[Path]) -> dict[str, dict]:
             started = time.perf_counter()
             errors = kernel.run_chapter(path, rules)
             operations = int(kernel.run(COUNT).split()[-1])
-            reports[path.name] = {"errors": errors, "operations": operations,
-                                  "seconds": round(time.perf_counter() - started, 1)}
+            reports[path.name] = {
+                "errors": errors,
+                "operations": operations,
+                "seconds": round(time.perf_counter() - started, 1),
+            }
     return reports
 
 
@@ -107,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, report in reports.items():
             failed |= bool(report["errors"])
             status = "FAIL" if report["errors"] else "ok"
-            print(f"{device:4} {name}: {status}, {report['operations']} operations on {device} "
-                  f"[{report['seconds']} s]", flush=True)
+            print(
+                f"{device:4} {name}: {status}, {report['operations']} operations on {device} [{report['seconds']} s]",
+                flush=True,
+            )
             for error in report["errors"]:
                 print(f"     - {error}", flush=True)
     if args.json:

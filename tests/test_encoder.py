@@ -44,10 +44,11 @@ def test_layer_matches_nn_transformer_encoder_layer(norm_first, masked):
 def test_stack_matches_nn_transformer_encoder(norm_first):
     torch.manual_seed(5)
     their_layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, norm_first=norm_first)
-    theirs = nn.TransformerEncoder(their_layer, 3, norm=nn.LayerNorm(D_MODEL) if norm_first else None,
-                                   enable_nested_tensor=False).eval()
+    theirs = nn.TransformerEncoder(
+        their_layer, 3, norm=nn.LayerNorm(D_MODEL) if norm_first else None, enable_nested_tensor=False
+    ).eval()
     with torch.no_grad():
-        for norm in ([theirs.norm] if norm_first else []):
+        for norm in [theirs.norm] if norm_first else []:
             norm.weight.normal_()
             norm.bias.normal_()
     ours = Encoder(EncoderLayer(D_MODEL, HEADS, D_FF, norm_first=norm_first), 3, final_norm=norm_first).eval()
@@ -172,7 +173,10 @@ def test_bad_sizes_are_refused_by_name():
 @pytest.mark.parametrize(
     ("theirs_kwargs", "message"),
     [
-        ({"dim_feedforward": 128}, r"ours d_model=32, heads=4, d_ff=64; theirs d_model=32, nhead=4, dim_feedforward=128"),
+        (
+            {"dim_feedforward": 128},
+            r"ours d_model=32, heads=4, d_ff=64; theirs d_model=32, nhead=4, dim_feedforward=128",
+        ),
         ({"nhead": 2}, r"heads=4.*nhead=2"),
         ({"norm_first": True}, r"ours norm_first=False, theirs norm_first=True"),
         ({"activation": "gelu"}, r"activation=gelu"),

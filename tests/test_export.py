@@ -49,8 +49,12 @@ def test_the_top_level_reaches_every_exported_name():
         assert module.__all__, path.name
         for name in module.__all__:
             assert getattr(transformer_book, name) is getattr(module, name), (path.name, name)
-    every = [name for path in export_package.generated_files() if path.name != "__init__.py"
-             for name in importlib.import_module(f"transformer_book.{path.stem}").__all__]
+    every = [
+        name
+        for path in export_package.generated_files()
+        if path.name != "__init__.py"
+        for name in importlib.import_module(f"transformer_book.{path.stem}").__all__
+    ]
     assert sorted(transformer_book.__all__) == sorted(every)
 
 
@@ -84,7 +88,10 @@ def test_only_marked_cells_are_exported(tmp_path):
     }
     path = tmp_path / "99_demo.ipynb"
     path.write_text(json.dumps(notebook), encoding="utf-8")
-    assert export_package.exported_cells(path) == [("demo", "import torch"), ("demo", "def twice(x):\n    return 2 * x")]
+    assert export_package.exported_cells(path) == [
+        ("demo", "import torch"),
+        ("demo", "def twice(x):\n    return 2 * x"),
+    ]
 
 
 def write_chapters(folder, chapters: dict[str, list[str]]):
@@ -97,10 +104,13 @@ def write_chapters(folder, chapters: dict[str, list[str]]):
 
 
 def test_chapters_append_to_a_module_in_book_order(tmp_path):
-    notebooks = write_chapters(tmp_path, {
-        "02_b.ipynb": ["#| export: shared\ndef later():\n    return 2\n"],
-        "01_a.ipynb": ['#| export: shared\n"""Shared."""\n\nFIRST = 1\n_hidden = 0\n', "print('not exported')"],
-    })
+    notebooks = write_chapters(
+        tmp_path,
+        {
+            "02_b.ipynb": ["#| export: shared\ndef later():\n    return 2\n"],
+            "01_a.ipynb": ['#| export: shared\n"""Shared."""\n\nFIRST = 1\n_hidden = 0\n', "print('not exported')"],
+        },
+    )
     text = export_package.render_modules(notebooks)["shared.py"]
     first, second = text.index("# %% book/01_a.ipynb, cell 1\n"), text.index("# %% book/02_b.ipynb, cell 1\n")
     assert first < text.index("FIRST = 1") < second < text.index("def later")
@@ -111,10 +121,13 @@ def test_chapters_append_to_a_module_in_book_order(tmp_path):
 
 
 def test_the_top_level_is_generated_and_refuses_a_name_twice(tmp_path):
-    notebooks = write_chapters(tmp_path, {
-        "01_a.ipynb": ['#| export: first\n"""First things (chapter 1)."""\n\nSEED = 0\n'],
-        "02_b.ipynb": ['#| export: second\n"""Second things: more."""\n\ndef run():\n    pass\n'],
-    })
+    notebooks = write_chapters(
+        tmp_path,
+        {
+            "01_a.ipynb": ['#| export: first\n"""First things (chapter 1)."""\n\nSEED = 0\n'],
+            "02_b.ipynb": ['#| export: second\n"""Second things: more."""\n\ndef run():\n    pass\n'],
+        },
+    )
     init = export_package.render_modules(notebooks)["__init__.py"]
     assert "- ``first`` (chapter 1): First things\n- ``second`` (chapter 2): Second things\n" in init
     assert "from transformer_book.first import (\n    SEED,\n)" in init and '"run",' in init

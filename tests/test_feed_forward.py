@@ -134,7 +134,9 @@ def test_inputs_that_are_not_float_tensors_of_the_weights_dtype_are_refused():
         ffn([[0.0] * 8])
     with pytest.raises(ValueError, match=r"x must be a floating-point tensor; got dtype torch\.int64"):
         ffn(torch.ones(2, 8, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"x has dtype torch\.float16, not torch\.float32 like the module's parameters"):
+    with pytest.raises(
+        ValueError, match=r"x has dtype torch\.float16, not torch\.float32 like the module's parameters"
+    ):
         ffn(torch.ones(2, 8, dtype=torch.float16))
 
 

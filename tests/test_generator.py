@@ -102,8 +102,9 @@ def test_top_k_one_is_greedy_at_any_temperature():
 def test_seeded_sampling_is_reproducible():
     draws = [sample_next_token(LOGITS.expand(500, -1), generator=torch.Generator().manual_seed(7)) for _ in range(2)]
     assert torch.equal(*draws)
-    assert not torch.equal(draws[0], sample_next_token(LOGITS.expand(500, -1),
-                                                       generator=torch.Generator().manual_seed(8)))
+    assert not torch.equal(
+        draws[0], sample_next_token(LOGITS.expand(500, -1), generator=torch.Generator().manual_seed(8))
+    )
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
@@ -126,8 +127,10 @@ def test_top_k_keeps_ties():
 
 def test_log_probabilities_give_the_same_draws_as_logits():
     log_probs = F.log_softmax(LOGITS, -1)
-    draws = [sample_next_token(values.expand(1000, -1), 0.7, generator=torch.Generator().manual_seed(3))
-             for values in (LOGITS, log_probs)]
+    draws = [
+        sample_next_token(values.expand(1000, -1), 0.7, generator=torch.Generator().manual_seed(3))
+        for values in (LOGITS, log_probs)
+    ]
     assert torch.equal(*draws)
 
 
@@ -144,11 +147,14 @@ def test_masked_logits_are_never_sampled():
     assert 6 not in tokens.tolist()
 
 
-@pytest.mark.parametrize(("options", "pattern"), [
-    (dict(temperature=-0.5), r"temperature=-0.5"),
-    (dict(top_k=0), r"vocabulary size 10; got top_k=0"),
-    (dict(top_k=11), r"vocabulary size 10; got top_k=11"),
-])
+@pytest.mark.parametrize(
+    ("options", "pattern"),
+    [
+        (dict(temperature=-0.5), r"temperature=-0.5"),
+        (dict(top_k=0), r"vocabulary size 10; got top_k=0"),
+        (dict(top_k=11), r"vocabulary size 10; got top_k=11"),
+    ],
+)
 def test_bad_sampling_options_are_refused_by_name(options, pattern):
     with pytest.raises(ValueError, match=pattern):
         sample_next_token(LOGITS, **options)
@@ -199,8 +205,11 @@ def test_loss_equals_kl_divergence_over_real_positions():
 
 def test_no_smoothing_is_the_nll_loss_ignoring_padding():
     log_probs, targets = random_batch()
-    assert torch.allclose(LabelSmoothingLoss(9, PAD, smoothing=0.0)(log_probs, targets),
-                          F.nll_loss(log_probs, targets, ignore_index=PAD), atol=1e-6)
+    assert torch.allclose(
+        LabelSmoothingLoss(9, PAD, smoothing=0.0)(log_probs, targets),
+        F.nll_loss(log_probs, targets, ignore_index=PAD),
+        atol=1e-6,
+    )
 
 
 def test_padding_positions_do_not_matter():
@@ -219,7 +228,9 @@ def test_minus_infinity_where_the_target_is_zero_gives_no_nan():
     value = LabelSmoothingLoss(9, PAD)(never_pad, targets)
     value.backward()
     assert torch.isfinite(value) and torch.isfinite(never_pad.grad).all()
-    assert torch.isnan(nn.KLDivLoss(reduction="sum")(never_pad.detach(), LabelSmoothingLoss(9, PAD).smoothed_targets(targets)))
+    assert torch.isnan(
+        nn.KLDivLoss(reduction="sum")(never_pad.detach(), LabelSmoothingLoss(9, PAD).smoothed_targets(targets))
+    )
 
 
 def test_a_batch_of_only_padding_gives_zero_not_nan():
@@ -268,12 +279,15 @@ def test_loss_follows_dtype_and_device():
     assert meta.device.type == "meta"
 
 
-@pytest.mark.parametrize(("arguments", "pattern"), [
-    (dict(vocab_size=9, pad_id=0, smoothing=1.0), "smoothing=1.0"),
-    (dict(vocab_size=9, pad_id=0, smoothing=-0.1), "smoothing=-0.1"),
-    (dict(vocab_size=2, pad_id=0), "vocab_size=2"),
-    (dict(vocab_size=9, pad_id=9), re.escape("[0, 9); got pad_id=9")),
-])
+@pytest.mark.parametrize(
+    ("arguments", "pattern"),
+    [
+        (dict(vocab_size=9, pad_id=0, smoothing=1.0), "smoothing=1.0"),
+        (dict(vocab_size=9, pad_id=0, smoothing=-0.1), "smoothing=-0.1"),
+        (dict(vocab_size=2, pad_id=0), "vocab_size=2"),
+        (dict(vocab_size=9, pad_id=9), re.escape("[0, 9); got pad_id=9")),
+    ],
+)
 def test_bad_settings_are_refused_by_name(arguments, pattern):
     with pytest.raises(ValueError, match=pattern):
         LabelSmoothingLoss(**arguments)
@@ -291,7 +305,9 @@ def test_shape_mismatches_are_refused_naming_both_shapes():
 def test_out_of_range_targets_are_refused_naming_the_values():
     log_probs, targets = random_batch()
     targets[0] = 9
-    with pytest.raises(ValueError, match=re.escape("targets must be token ids in [0, vocab_size=9); got values from 0 to 9")):
+    with pytest.raises(
+        ValueError, match=re.escape("targets must be token ids in [0, vocab_size=9); got values from 0 to 9")
+    ):
         LabelSmoothingLoss(9, PAD)(log_probs, targets)
 
 
@@ -299,7 +315,9 @@ def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
     generator = OutputLayer(16, 11)
     with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
         generator([[0.0] * 16])
-    with pytest.raises(ValueError, match=r"x has dtype torch\.float64, not torch\.float32 like the module's parameters"):
+    with pytest.raises(
+        ValueError, match=r"x has dtype torch\.float64, not torch\.float32 like the module's parameters"
+    ):
         generator(torch.zeros(2, 16, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"logits must be a floating-point tensor; got dtype torch\.int64"):
         sample_next_token(torch.ones(2, 11, dtype=torch.long))

@@ -22,8 +22,7 @@ transformers.logging.set_verbosity_error()
 
 
 def hf_model(**changes):
-    settings = dict(vocab_size=40, n_positions=24, n_embd=32, n_layer=2, n_head=4,
-                    bos_token_id=0, eos_token_id=0)
+    settings = dict(vocab_size=40, n_positions=24, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
     settings.update(changes)
     torch.manual_seed(0)
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(**settings)).double().eval()
@@ -72,16 +71,25 @@ def test_the_model_is_causal():
     changed[0, 6] = (tokens[0, 6] + 1) % 30
     a, b = model(tokens), model(changed)
     assert torch.equal(a[:, :6], b[:, :6]) and not torch.equal(a[:, 6:], b[:, 6:])
-    assert torch.equal(subsequent_mask(3, offset=2)[0].int(), torch.tensor(
-        [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]))
+    assert torch.equal(
+        subsequent_mask(3, offset=2)[0].int(), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    )
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
 @pytest.mark.parametrize("learned", [True, False])
 def test_the_2017_choices_build_and_run(norm_first, learned):
-    config = GPTConfig(30, max_len=16, d_model=16, heads=2, layers=1,
-                       norm_first=norm_first, learned_positions=learned, activation="relu",
-                       tie_embeddings=False)
+    config = GPTConfig(
+        30,
+        max_len=16,
+        d_model=16,
+        heads=2,
+        layers=1,
+        norm_first=norm_first,
+        learned_positions=learned,
+        activation="relu",
+        tie_embeddings=False,
+    )
     model = GPT(config)
     assert (model.final_norm is None) is not norm_first
     assert model(torch.zeros(2, 5, dtype=torch.long)).shape == (2, 5, 30)
@@ -115,8 +123,7 @@ def test_gpt_from_hf_refuses_what_it_cannot_copy():
 
 
 def small_poet():
-    poems = ["白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
-             "床前明月光，疑是地上霜。举头望明月，低头思故乡。"]
+    poems = ["白日依山尽，黄河入海流。欲穷千里目，更上一层楼。", "床前明月光，疑是地上霜。举头望明月，低头思故乡。"]
     vocab = PoemVocabulary.from_poems(poems)
     torch.manual_seed(0)
     model = GPT(GPTConfig(len(vocab), max_len=32, d_model=32, heads=2, layers=1))

@@ -28,7 +28,9 @@ D_MODEL, HEADS, D_FF = 32, 4, 64
 
 def random_inputs(batch=3, queries=6, keys=7, seed=1):
     generator = torch.Generator().manual_seed(seed)
-    return torch.randn(batch, queries, D_MODEL, generator=generator), torch.randn(batch, keys, D_MODEL, generator=generator)
+    return torch.randn(batch, queries, D_MODEL, generator=generator), torch.randn(
+        batch, keys, D_MODEL, generator=generator
+    )
 
 
 # --- no method is replaced at import time ---------------------------------------------------------
@@ -84,10 +86,15 @@ def test_a_method_attached_later_is_detected():
 
 @pytest.mark.parametrize(
     "method, argument, default",
-    [(MultiHeadAttention.forward, "cache", None), (DecoderLayer.forward, "cache", None),
-     (Decoder.forward, "caches", None), (PositionalEncoding.forward, "offset", 0),
-     (EmbeddingWithPositions.forward, "offset", 0), (transformer_book.Transformer.decode, "caches", None),
-     (transformer_book.Transformer.decode, "offset", 0)],
+    [
+        (MultiHeadAttention.forward, "cache", None),
+        (DecoderLayer.forward, "cache", None),
+        (Decoder.forward, "caches", None),
+        (PositionalEncoding.forward, "offset", 0),
+        (EmbeddingWithPositions.forward, "offset", 0),
+        (transformer_book.Transformer.decode, "caches", None),
+        (transformer_book.Transformer.decode, "offset", 0),
+    ],
 )
 def test_the_cache_is_an_argument_that_defaults_to_none(method, argument, default):
     assert inspect.signature(method).parameters[argument].default == default
@@ -102,7 +109,9 @@ def test_self_attention_cache_reproduces_the_full_causal_computation():
     causal = torch.ones(1, 6, 6, dtype=torch.bool).tril()
     full, _ = layer(sequence, sequence, sequence, mask=causal)
     cache = {}
-    steps = [layer(sequence[:, t : t + 1], sequence[:, t : t + 1], sequence[:, t : t + 1], cache=cache)[0] for t in range(6)]
+    steps = [
+        layer(sequence[:, t : t + 1], sequence[:, t : t + 1], sequence[:, t : t + 1], cache=cache)[0] for t in range(6)
+    ]
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
     assert cache["key"].shape == cache["value"].shape == (3, HEADS, 6, D_MODEL // HEADS)
 

@@ -18,7 +18,10 @@ CONFIG = REPO_ROOT / "pyproject.toml"
 def findings(paths: list[str], cwd=REPO_ROOT) -> list[dict]:
     result = subprocess.run(
         [*ruff(), "check", "--no-cache", f"--config={CONFIG}", "--output-format=json", "--exit-zero", *paths],
-        capture_output=True, text=True, check=True, cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
     )
     return json.loads(result.stdout)
 

@@ -171,8 +171,13 @@ def test_check_refuses_wrong_shapes_naming_both(shape):
 
 @pytest.mark.parametrize("shape", [(2, 5), (4, 5), (5,), (1, 2, 1, 4, 5)])
 def test_check_refuses_masks_without_3_or_4_axes_and_says_how_to_fix_them(shape):
-    pattern = (re.escape("source_mask must have 3 or 4 axes") + ".*"
-               + re.escape(f"got shape {tuple(shape)}. ") + ".*" + re.escape("source_mask.unsqueeze(1)"))
+    pattern = (
+        re.escape("source_mask must have 3 or 4 axes")
+        + ".*"
+        + re.escape(f"got shape {tuple(shape)}. ")
+        + ".*"
+        + re.escape("source_mask.unsqueeze(1)")
+    )
     with pytest.raises(ValueError, match=pattern):
         check_attention_mask(torch.ones(shape, dtype=torch.bool), 2, 4, 5, "source_mask")
 
@@ -206,8 +211,11 @@ def test_our_mask_equals_torch_conventions():
         actual, _ = theirs(x, x, x, attn_mask=~subsequent_mask(5)[0], key_padding_mask=tokens == PAD)
         assert torch.allclose(expected, actual, atol=1e-6)
         float_mask = mask.float().log()  # 0 where allowed, -inf where blocked
-        assert torch.allclose(F.scaled_dot_product_attention(x, x, x, attn_mask=float_mask),
-                              scaled_dot_product_attention(x, x, x, mask)[0], atol=1e-6)
+        assert torch.allclose(
+            F.scaled_dot_product_attention(x, x, x, attn_mask=float_mask),
+            scaled_dot_product_attention(x, x, x, mask)[0],
+            atol=1e-6,
+        )
 
 
 # --- the properties masks exist for -----------------------------------------------------------------

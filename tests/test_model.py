@@ -137,7 +137,9 @@ def test_without_positions_the_encoder_is_permutation_equivariant():
     memory = model.encode(source)
     assert torch.allclose(model.encode(source[:, shuffle]), memory[:, shuffle], atol=1e-5)
     with_positions = small_model().eval()
-    assert not torch.allclose(with_positions.encode(source[:, shuffle]), with_positions.encode(source)[:, shuffle], atol=1e-3)
+    assert not torch.allclose(
+        with_positions.encode(source[:, shuffle]), with_positions.encode(source)[:, shuffle], atol=1e-3
+    )
 
 
 def test_embedding_with_positions_adds_the_table():
@@ -213,20 +215,28 @@ def test_same_outputs_as_nn_transformer(norm_first):
     look_ahead = subsequent_mask(target.size(1))
     mine = ours(source, target, source_mask, padding_mask(target, PAD) & look_ahead)
     their = theirs(
-        ours.source_embed(source), ours.target_embed(target), tgt_mask=~look_ahead[0],
-        src_key_padding_mask=~source_mask[:, 0], tgt_key_padding_mask=target == PAD,
+        ours.source_embed(source),
+        ours.target_embed(target),
+        tgt_mask=~look_ahead[0],
+        src_key_padding_mask=~source_mask[:, 0],
+        tgt_key_padding_mask=target == PAD,
         memory_key_padding_mask=~source_mask[:, 0],
     )
     assert torch.allclose(mine, their, atol=1e-5)
     # and gradients agree too: the same function, not just the same values
     mine.square().sum().backward()
     their.square().sum().backward()
-    assert torch.allclose(ours.encoder.layers[0].feed_forward.expand.weight.grad, theirs.encoder.layers[0].linear1.weight.grad, atol=1e-4)
+    assert torch.allclose(
+        ours.encoder.layers[0].feed_forward.expand.weight.grad, theirs.encoder.layers[0].linear1.weight.grad, atol=1e-4
+    )
 
 
 def test_loading_refuses_a_different_model_and_names_the_difference():
     _, theirs = torch_pair(norm_first=False)
-    with pytest.raises(ValueError, match=r"encoder final norm \(ours False, theirs True\), decoder final norm \(ours False, theirs True\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"encoder final norm \(ours False, theirs True\), decoder final norm \(ours False, theirs True\)",
+    ):
         load_torch_transformer(small_model(), theirs)
     with pytest.raises(ValueError, match=r"encoder layers \(ours 3, theirs 2\).*decoder layers \(ours 3, theirs 2\)"):
         load_torch_transformer(small_model(num_layers=3, final_norm=True), theirs)
@@ -370,9 +380,13 @@ def test_sequence_log_prob_ignores_tokens_after_the_end():
     source, _ = padded_batch()
     tokens = torch.tensor([[START, 4, END, 7, 8]] * 3)
     other = torch.tensor([[START, 4, END, 9, 3]] * 3)
-    assert torch.allclose(sequence_log_prob(model, source, None, tokens, end_id=END),
-                          sequence_log_prob(model, source, None, other, end_id=END))
-    assert not torch.allclose(sequence_log_prob(model, source, None, tokens), sequence_log_prob(model, source, None, other))
+    assert torch.allclose(
+        sequence_log_prob(model, source, None, tokens, end_id=END),
+        sequence_log_prob(model, source, None, other, end_id=END),
+    )
+    assert not torch.allclose(
+        sequence_log_prob(model, source, None, tokens), sequence_log_prob(model, source, None, other)
+    )
 
 
 @pytest.mark.parametrize(
@@ -399,8 +413,14 @@ def test_decoding_past_the_positional_table_names_max_len():
 
 
 def test_public_api_still_exports_the_decoders():
-    for name in ("greedy_decode", "beam_search", "sequence_log_prob", "length_penalized",
-                 "top_p_filter", "sample_decode"):
+    for name in (
+        "greedy_decode",
+        "beam_search",
+        "sequence_log_prob",
+        "length_penalized",
+        "top_p_filter",
+        "sample_decode",
+    ):
         assert getattr(transformer_book, name) is globals()[name]
 
 
@@ -424,8 +444,7 @@ def test_beam_search_with_length_penalty_is_exhaustive_with_a_full_beam():
         candidates.add(rest)
     candidates = sorted(candidates)
     sequences = torch.tensor([[START, *rest] for rest in candidates])
-    lengths = torch.tensor([rest.index(END) + 1 if END in rest else 3 for rest in candidates],
-                           dtype=torch.float32)
+    lengths = torch.tensor([rest.index(END) + 1 if END in rest else 3 for rest in candidates], dtype=torch.float32)
     scores = sequence_log_prob(model, source.expand(len(sequences), -1), None, sequences, end_id=END)
     for alpha in (0.0, 0.6, 2.0):
         best = sequences[length_penalized(scores, lengths, alpha).argmax()]
@@ -455,17 +474,20 @@ def test_sample_decode_at_temperature_zero_or_top_k_one_is_greedy():
     greedy = greedy_decode(model, source, mask, START, 8, END)
     assert torch.equal(sample_decode(model, source, mask, START, 8, 0.0, end_id=END), greedy)
     generator = torch.Generator().manual_seed(0)
-    assert torch.equal(sample_decode(model, source, mask, START, 8, 1.0, top_k=1, end_id=END,
-                                     generator=generator), greedy)
-    assert torch.equal(sample_decode(model, source, mask, START, 8, 1.0, top_p=1e-6, end_id=END,
-                                     generator=generator), greedy)
+    assert torch.equal(
+        sample_decode(model, source, mask, START, 8, 1.0, top_k=1, end_id=END, generator=generator), greedy
+    )
+    assert torch.equal(
+        sample_decode(model, source, mask, START, 8, 1.0, top_p=1e-6, end_id=END, generator=generator), greedy
+    )
 
 
 def test_sample_decode_is_reproducible_with_a_seeded_generator():
     model = small_model().eval()
     source, _ = padded_batch()
-    runs = [sample_decode(model, source, None, START, 8, 1.5,
-                          generator=torch.Generator().manual_seed(3)) for _ in range(2)]
+    runs = [
+        sample_decode(model, source, None, START, 8, 1.5, generator=torch.Generator().manual_seed(3)) for _ in range(2)
+    ]
     assert torch.equal(*runs)
     with pytest.raises(ValueError, match="temperature=-1"):
         sample_decode(model, source, None, START, 8, -1)

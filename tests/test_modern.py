@@ -35,11 +35,20 @@ logging.set_verbosity_error()
 
 def small_llama(kv_heads, tie=False, seed=0):
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=72,
-                         num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=kv_heads, max_position_embeddings=512,
-                         bos_token_id=0, eos_token_id=0, pad_token_id=0,
-                         tie_word_embeddings=tie, rope_theta=500000.0)
+    config = LlamaConfig(
+        vocab_size=40,
+        hidden_size=32,
+        intermediate_size=72,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=512,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+        tie_word_embeddings=tie,
+        rope_theta=500000.0,
+    )
     return LlamaForCausalLM(config).double().eval()
 
 
@@ -76,8 +85,7 @@ def test_cached_decoding_gives_the_full_pass(kv_heads):
         full = ours(tokens)
         caches = ours.new_caches()
         first = ours(tokens[:, :25], caches)  # a prompt, then one token at a time
-        steps = [first] + [ours(tokens[:, t : t + 1], caches, offset=t)
-                           for t in range(25, 40)]
+        steps = [first] + [ours(tokens[:, t : t + 1], caches, offset=t) for t in range(25, 40)]
     assert (torch.cat(steps, 1) - full).abs().max() < 1e-12
     assert caches[0]["key"].shape == (2, kv_heads, 40, 8)  # the cache holds kv heads
 
@@ -103,8 +111,7 @@ def test_rotation_keeps_lengths_and_scores_depend_on_the_offset():
         rq = apply_rotary(q.expand(2, 16), cos, sin)[0]
         rk = apply_rotary(k.expand(2, 16), cos, sin)[1]
         scores.append((rq @ rk).item())
-        assert torch.allclose(apply_rotary(q.expand(2, 16), cos, sin).norm(dim=-1),
-                              q.norm(), atol=1e-12)
+        assert torch.allclose(apply_rotary(q.expand(2, 16), cos, sin).norm(dim=-1), q.norm(), atol=1e-12)
     assert max(scores) - min(scores) < 1e-5  # float32 angles
 
 
@@ -116,39 +123,48 @@ def test_rmsnorm_equals_torch_and_swiglu_sizes():
     assert sum(p.numel() for p in SwiGLU(8, 24).parameters()) == 3 * 8 * 24
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: RMSNorm(0), "d_model must be a positive int; got d_model=0"),
-    (lambda: RMSNorm(8, eps=-1), "eps must be a positive number; got eps=-1"),
-    (lambda: SwiGLU(8, 2.5), "d_ff must be a positive int; got d_ff=2.5"),
-    (lambda: swiglu_hidden(64, 0), "multiple_of must be a positive int"),
-    (lambda: GroupedQueryAttention(32, 4, 3),
-     "heads must be a multiple of kv_heads .*got heads=4, kv_heads=3"),
-    (lambda: GroupedQueryAttention(30, 4), "d_model must split evenly into heads"),
-    (lambda: GroupedQueryAttention(32, 4, layout="pairs"), "layout must be one of"),
-    (lambda: ModernConfig(10, d_model=24, heads=8), "heads of an even size d_k"),
-    (lambda: ModernConfig(10, heads=4, kv_heads=3), "got heads=4, kv_heads=3"),
-    (lambda: ModernConfig(10, theta=0), "theta must be a positive number; got theta=0"),
-    (lambda: rotary_table(torch.arange(4), 7), "d_k must be even"),
-    (lambda: rotary_table(torch.ones(4), 8), "positions must be a 1-axis integer tensor"),
-    (lambda: apply_rotary(torch.ones(4, 8), *rotary_table(torch.arange(4), 8),
-                          layout="x"), "layout must be one of"),
-    (lambda: apply_rotary(torch.ones(5, 8), *rotary_table(torch.arange(4), 8)),
-     r"cos and sin must have shape \(seq, d_k\) = \(5, 8\)"),
-    (lambda: RMSNorm(8)(torch.ones(2, 7)), "x must end with d_model=8 features"),
-    (lambda: ModernConfig(10, positions="relative"),
-     "positions must be one of .*got positions='relative'"),
-    (lambda: ModernConfig(10, norm="batch"), "norm must be one of .*got norm='batch'"),
-    (lambda: ModernConfig(10, feed_forward="relu"), "feed_forward must be one of"),
-    (lambda: ModernConfig(10, max_len=0), "max_len must be a positive int; got max_len=0"),
-    (lambda: ModernConfig(10, d_model=15, heads=3, positions="sinusoidal"),
-     "sinusoidal positions need an even d_model; got d_model=15"),
-    (lambda: alibi_slopes(0), "heads must be a positive int; got heads=0"),
-    (lambda: alibi_mask(4, 3, offset=-2), "offset must be an int >= 0; got offset=-2"),
-    (lambda: ModernDecoder(ModernConfig(10, d_model=16, heads=2, layers=1,
-                                        positions="learned", max_len=4))(
-        torch.ones(1, 5, dtype=torch.long)),
-     r"positions 0..4 do not fit the learned table of max_len=4"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: RMSNorm(0), "d_model must be a positive int; got d_model=0"),
+        (lambda: RMSNorm(8, eps=-1), "eps must be a positive number; got eps=-1"),
+        (lambda: SwiGLU(8, 2.5), "d_ff must be a positive int; got d_ff=2.5"),
+        (lambda: swiglu_hidden(64, 0), "multiple_of must be a positive int"),
+        (lambda: GroupedQueryAttention(32, 4, 3), "heads must be a multiple of kv_heads .*got heads=4, kv_heads=3"),
+        (lambda: GroupedQueryAttention(30, 4), "d_model must split evenly into heads"),
+        (lambda: GroupedQueryAttention(32, 4, layout="pairs"), "layout must be one of"),
+        (lambda: ModernConfig(10, d_model=24, heads=8), "heads of an even size d_k"),
+        (lambda: ModernConfig(10, heads=4, kv_heads=3), "got heads=4, kv_heads=3"),
+        (lambda: ModernConfig(10, theta=0), "theta must be a positive number; got theta=0"),
+        (lambda: rotary_table(torch.arange(4), 7), "d_k must be even"),
+        (lambda: rotary_table(torch.ones(4), 8), "positions must be a 1-axis integer tensor"),
+        (
+            lambda: apply_rotary(torch.ones(4, 8), *rotary_table(torch.arange(4), 8), layout="x"),
+            "layout must be one of",
+        ),
+        (
+            lambda: apply_rotary(torch.ones(5, 8), *rotary_table(torch.arange(4), 8)),
+            r"cos and sin must have shape \(seq, d_k\) = \(5, 8\)",
+        ),
+        (lambda: RMSNorm(8)(torch.ones(2, 7)), "x must end with d_model=8 features"),
+        (lambda: ModernConfig(10, positions="relative"), "positions must be one of .*got positions='relative'"),
+        (lambda: ModernConfig(10, norm="batch"), "norm must be one of .*got norm='batch'"),
+        (lambda: ModernConfig(10, feed_forward="relu"), "feed_forward must be one of"),
+        (lambda: ModernConfig(10, max_len=0), "max_len must be a positive int; got max_len=0"),
+        (
+            lambda: ModernConfig(10, d_model=15, heads=3, positions="sinusoidal"),
+            "sinusoidal positions need an even d_model; got d_model=15",
+        ),
+        (lambda: alibi_slopes(0), "heads must be a positive int; got heads=0"),
+        (lambda: alibi_mask(4, 3, offset=-2), "offset must be an int >= 0; got offset=-2"),
+        (
+            lambda: ModernDecoder(ModernConfig(10, d_model=16, heads=2, layers=1, positions="learned", max_len=4))(
+                torch.ones(1, 5, dtype=torch.long)
+            ),
+            r"positions 0..4 do not fit the learned table of max_len=4",
+        ),
+    ],
+)
 def test_bad_inputs_raise_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):
         make()
@@ -174,18 +190,16 @@ def test_alibi_probabilities_equal_bloom(heads):
     the two differ by a constant on each row, which the softmax removes."""
     assert torch.equal(alibi_slopes(heads), _get_alibi_slopes(heads, "cpu"))
     torch.manual_seed(0)
-    config = BloomConfig(vocab_size=50, hidden_size=8 * heads, n_layer=1, n_head=heads,
-                         attn_implementation="eager")
+    config = BloomConfig(vocab_size=50, hidden_size=8 * heads, n_layer=1, n_head=heads, attn_implementation="eager")
     theirs = BloomModel(config).double().eval()
     captured = {}
     attention = theirs.h[0].self_attention
-    attention.query_key_value.register_forward_hook(
-        lambda module, inputs, output: captured.update(qkv=output))
+    attention.query_key_value.register_forward_hook(lambda module, inputs, output: captured.update(qkv=output))
     tokens = torch.randint(0, 50, (2, 40))
     with torch.no_grad():
         their_probs = theirs(tokens, output_attentions=True).attentions[0]  # (2, h, 40, 40)
     queries, keys, _ = attention._reshape(captured["qkv"])  # (2, h, 40, 8) each
-    scores = queries @ keys.transpose(-1, -2) / 8 ** 0.5  # (2, h, 40, 40)
+    scores = queries @ keys.transpose(-1, -2) / 8**0.5  # (2, h, 40, 40)
     ours = torch.softmax(scores + alibi_mask(heads, 40, dtype=torch.float64), dim=-1)
     assert torch.allclose(ours, their_probs, atol=1e-6)  # BLOOM's softmax is in float32
     # without the bias (the causal mask alone) the probabilities differ
@@ -203,21 +217,27 @@ def test_alibi_mask_is_press_bias_and_cached_decoding_agrees():
     assert torch.equal(alibi_mask(2, 4)[:, :, 1:], mask)
 
 
-@pytest.mark.parametrize("options", [
-    {"positions": "alibi"}, {"positions": "learned"}, {"positions": "sinusoidal"},
-    {"positions": "none"}, {"norm": "layer"}, {"feed_forward": "gelu"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"positions": "alibi"},
+        {"positions": "learned"},
+        {"positions": "sinusoidal"},
+        {"positions": "none"},
+        {"norm": "layer"},
+        {"feed_forward": "gelu"},
+    ],
+)
 def test_undone_choices_decode_with_the_cache_like_the_full_pass(options):
     torch.manual_seed(0)
-    config = ModernConfig(30, d_model=16, heads=4, kv_heads=2, layers=2, max_len=12,
-                          **options)
+    config = ModernConfig(30, d_model=16, heads=4, kv_heads=2, layers=2, max_len=12, **options)
     model = ModernDecoder(config).double().eval()
     tokens = torch.randint(0, 30, (2, 12))
     with torch.no_grad():
         full = model(tokens)
         caches = model.new_caches()
         steps = [model(tokens[:, :5], caches)]
-        steps += [model(tokens[:, i: i + 1], caches, i) for i in range(5, 12)]
+        steps += [model(tokens[:, i : i + 1], caches, i) for i in range(5, 12)]
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-10)
 
 

@@ -21,8 +21,7 @@ def perplexities(arm: str) -> list[float]:
 def halves(arm: str, seed: str) -> tuple[float, float]:
     """The perplexity of verses 1-4 (positions 0..23) and 5-8 (24..47) of one run."""
     losses = LENGTH["runs"][arm][seed]["loss_by_position"]
-    return (math.exp(sum(losses[:24]) / 24),
-            math.exp(sum(losses[24:48]) / 24) if None not in losses[24:48] else None)
+    return (math.exp(sum(losses[:24]) / 24), math.exp(sum(losses[24:48]) / 24) if None not in losses[24:48] else None)
 
 
 @pytest.mark.parametrize("record, tool", [(SWEEP, sweep_tool), (LENGTH, length_tool)])
@@ -55,8 +54,11 @@ def test_the_learned_table_is_scored_only_where_it_has_rows():
 
 
 def test_sweep_record_refuses_other_names():
-    with pytest.raises(ValueError, match=r"name must be one of \('modern_sweep', 'length_sweep'\); "
-                                         r"got name='poet'"):
+    with pytest.raises(
+        ValueError,
+        match=r"name must be one of \('modern_sweep', 'length_sweep'\); "
+        r"got name='poet'",
+    ):
         sweep_record("poet")
 
 
@@ -85,8 +87,7 @@ def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs():
     assert sum(learned < modern for learned, modern in pairs) == 2
     assert 0 < mean(perplexities("modern")) - mean(perplexities("learned")) < spread("modern")
     # "no change undone on its own brings the modern block to GPT-2's level"
-    assert all(mean(perplexities(arm)) > max(perplexities("gpt2"))
-               for arm in SWEEP["runs"] if arm != "gpt2")
+    assert all(mean(perplexities(arm)) > max(perplexities("gpt2")) for arm in SWEEP["runs"] if arm != "gpt2")
     # "SwiGLU -> a GELU layer is much worse on average and unsteady"
     others = [mean(perplexities(arm)) for arm in SWEEP["runs"] if arm != "gelu"]
     assert mean(perplexities("gelu")) > max(others) + 50
@@ -122,7 +123,6 @@ def test_chapter_16s_words_on_length_hold_on_the_recorded_runs():
     assert nope_first == len(ratios["none"])
     # "within the trained length ... the learned table is best on verses 1-4, ALiBi and NoPE the
     # worst" (means over seeds)
-    first_half = {arm: mean([halves(arm, seed)[0] for seed in runs])
-                  for arm, runs in LENGTH["runs"].items()}
+    first_half = {arm: mean([halves(arm, seed)[0] for seed in runs]) for arm, runs in LENGTH["runs"].items()}
     ranked = sorted(first_half, key=first_half.get)
     assert ranked[0] == "learned" and set(ranked[-2:]) == {"alibi", "none"}

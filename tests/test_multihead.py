@@ -78,8 +78,9 @@ def test_attention_mask_and_both_masks_match_torch():
     key_padding[0, 5:] = True
     expected, _ = theirs(query, query, query, attn_mask=future)
     assert torch.allclose(ours(query, query, query, mask=~future.unsqueeze(0))[0], expected, atol=1e-5)
-    expected, expected_weights = theirs(query, query, query, attn_mask=future, key_padding_mask=key_padding,
-                                        average_attn_weights=False)
+    expected, expected_weights = theirs(
+        query, query, query, attn_mask=future, key_padding_mask=key_padding, average_attn_weights=False
+    )
     our_mask = ~future & ~key_padding[:, None, :]  # (batch, queries, keys)
     output, weights = ours(query, query, query, mask=our_mask, need_weights=True)
     assert torch.allclose(output, expected, atol=1e-5)
@@ -125,8 +126,10 @@ def test_dropout_only_in_training_on_both_paths():
     query, _ = inputs()
     layer.eval()
     for need_weights in (True, False):
-        assert torch.equal(layer(query, query, query, need_weights=need_weights)[0],
-                           layer(query, query, query, need_weights=need_weights)[0])
+        assert torch.equal(
+            layer(query, query, query, need_weights=need_weights)[0],
+            layer(query, query, query, need_weights=need_weights)[0],
+        )
     layer.train()
     for need_weights in (True, False):
         first = layer(query, query, query, need_weights=need_weights)[0]
@@ -194,8 +197,15 @@ def test_mismatched_batches_and_key_value_lengths_are_named():
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
-@pytest.mark.parametrize(("shape", "scores"), [((3, 5, 6), r"\(3, 5, 7\)"), ((2, 1, 7), r"\(3, 5, 7\)"),
-                                               ((3, 2, 5, 7), r"\(3, 4, 5, 7\)"), ((1, 1, 5, 8), r"\(3, 4, 5, 7\)")])
+@pytest.mark.parametrize(
+    ("shape", "scores"),
+    [
+        ((3, 5, 6), r"\(3, 5, 7\)"),
+        ((2, 1, 7), r"\(3, 5, 7\)"),
+        ((3, 2, 5, 7), r"\(3, 4, 5, 7\)"),
+        ((1, 1, 5, 8), r"\(3, 4, 5, 7\)"),
+    ],
+)
 def test_masks_that_do_not_broadcast_are_named(shape, scores, need_weights):
     layer = MultiHeadAttention(32, 4)
     query, memory = inputs()
@@ -227,8 +237,12 @@ def test_heads_are_chapter_2_attention_on_slices_of_the_projections():
     query, memory = inputs()
     output, weights = layer(query, memory, memory, need_weights=True)
     q, k, v = layer.query_proj(query), layer.key_proj(memory), layer.value_proj(memory)
-    heads = [scaled_dot_product_attention(q[..., i * 8 : (i + 1) * 8], k[..., i * 8 : (i + 1) * 8], v[..., i * 8 : (i + 1) * 8])
-             for i in range(4)]
+    heads = [
+        scaled_dot_product_attention(
+            q[..., i * 8 : (i + 1) * 8], k[..., i * 8 : (i + 1) * 8], v[..., i * 8 : (i + 1) * 8]
+        )
+        for i in range(4)
+    ]
     for i, (_, head_weights) in enumerate(heads):
         assert torch.allclose(weights[:, i], head_weights, atol=1e-6)
     assert torch.allclose(output, layer.output_proj(torch.cat([z for z, _ in heads], dim=-1)), atol=1e-5)
@@ -239,8 +253,11 @@ def test_heads_are_chapter_2_attention_on_slices_of_the_projections():
 def test_masks_need_3_or_4_axes(shape, need_weights):
     layer = MultiHeadAttention(32, 4)
     query, memory = inputs()
-    pattern = (r"mask must have 3 or 4 axes.*here \(3, 1, 7\), \(3, 5, 7\) or \(3, 4, 5, 7\); got shape \("
-               + ", ".join(map(str, shape)) + r",?\)\. .*mask\.unsqueeze\(1\)")
+    pattern = (
+        r"mask must have 3 or 4 axes.*here \(3, 1, 7\), \(3, 5, 7\) or \(3, 4, 5, 7\); got shape \("
+        + ", ".join(map(str, shape))
+        + r",?\)\. .*mask\.unsqueeze\(1\)"
+    )
     with pytest.raises(ValueError, match=pattern):
         layer(query, memory, memory, mask=torch.ones(shape, dtype=torch.bool), need_weights=need_weights)
 
@@ -279,7 +296,9 @@ def test_non_tensor_arguments_are_refused_by_name():
 def test_inputs_of_another_dtype_than_the_parameters_are_refused():
     layer = MultiHeadAttention(32, 4)
     query, memory = inputs()
-    with pytest.raises(ValueError, match=r"key has dtype torch\.float64, not torch\.float32 like the module's parameters"):
+    with pytest.raises(
+        ValueError, match=r"key has dtype torch\.float64, not torch\.float32 like the module's parameters"
+    ):
         layer(query, memory.double(), memory.double())
     with pytest.raises(ValueError, match=r"query must be a floating-point tensor; got dtype torch\.int64"):
         layer(query.long(), memory, memory)

@@ -47,7 +47,7 @@ def test_gradients_match_nn_layer_norm():
 def test_biased_variance_on_a_worked_example():
     # mean 2.5, biased variance 1.25 (the unbiased 1.6667 would give -1.1619 ... 1.1619)
     out = LayerNorm(4)(torch.tensor([1.0, 2.0, 3.0, 4.0]))
-    expected = (torch.tensor([-1.5, -0.5, 0.5, 1.5]) / (1.25 + 1e-5) ** 0.5)
+    expected = torch.tensor([-1.5, -0.5, 0.5, 1.5]) / (1.25 + 1e-5) ** 0.5
     assert torch.allclose(out, expected, atol=1e-6)
     assert out[0].item() == pytest.approx(-1.3416, abs=1e-4)
 
@@ -221,7 +221,9 @@ def test_integer_inputs_are_refused_not_truncated(dtype):
 
 
 def test_inputs_of_another_dtype_than_the_parameters_are_refused():
-    with pytest.raises(ValueError, match=r"x has dtype torch\.float16, not torch\.float32 like the module's parameters"):
+    with pytest.raises(
+        ValueError, match=r"x has dtype torch\.float16, not torch\.float32 like the module's parameters"
+    ):
         LayerNorm(4)(torch.ones(2, 4, dtype=torch.float16))
     with pytest.raises(TypeError, match=r"x must be a torch\.Tensor; got list"):
         LayerNorm(4)([[1.0, 2.0, 3.0, 4.0]])

@@ -32,9 +32,22 @@ def ruff() -> list[str]:
 
 def long_lines(paths: list[Path]) -> list[dict]:
     result = subprocess.run(
-        [*ruff(), "check", "--no-cache", "--isolated", "--select", "E501", f"--line-length={MAX_LINE}",
-         "--output-format=json", "--exit-zero", *map(str, paths)],
-        capture_output=True, text=True, check=True, cwd=REPO_ROOT,
+        [
+            *ruff(),
+            "check",
+            "--no-cache",
+            "--isolated",
+            "--select",
+            "E501",
+            f"--line-length={MAX_LINE}",
+            "--output-format=json",
+            "--exit-zero",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
     )
     return json.loads(result.stdout)
 
@@ -45,8 +58,13 @@ def test_there_are_notebooks():
 
 def test_ruff_catches_a_long_line(tmp_path):
     notebook = tmp_path / "long.ipynb"
-    cell = {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-            "source": ["x = 1\n", "y = '" + "a" * MAX_LINE + "'\n"]}
+    cell = {
+        "cell_type": "code",
+        "metadata": {},
+        "execution_count": None,
+        "outputs": [],
+        "source": ["x = 1\n", "y = '" + "a" * MAX_LINE + "'\n"],
+    }
     notebook.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     found = long_lines([notebook])
     assert [item["code"] for item in found] == ["E501"]

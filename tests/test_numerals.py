@@ -178,5 +178,7 @@ def test_trained_numbers_model_checkpoints_and_final_accuracy():
 def test_trained_numbers_model_refuses_a_step_it_does_not_have():
     from transformer_book import pretrained_numbers_model
 
-    with pytest.raises(ValueError, match=r"no checkpoint after step=300; the package has \[120, 250, 500, 1000, 2000\]"):
+    with pytest.raises(
+        ValueError, match=r"no checkpoint after step=300; the package has \[120, 250, 500, 1000, 2000\]"
+    ):
         pretrained_numbers_model(300)

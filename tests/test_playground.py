@@ -25,9 +25,7 @@ import torch
 import playground_files
 import playground_tasks
 from browser_support import local_only_tab, script_tab, serve, wait_for_translation
-from transformer_book.decoding import beam_search, greedy_decode
-from transformer_book.masking import subsequent_mask
-from transformer_book.model import make_model
+from transformer_book import beam_search, greedy_decode, make_model, subsequent_mask
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
@@ -71,17 +69,15 @@ RUN_JS = """async ({jsonUrl, inputs}) => {
 }"""
 
 
-def run_in_browser(
-    browser, directory: Path, json_name: str, inputs: list[str]
-) -> list[dict]:
+def run_in_browser(browser, directory: Path, json_name: str, inputs: list[str]) -> list[dict]:
     """Load playground/transformer.js and a model from ``directory``; decode inputs."""
     context, tab, outside, errors = script_tab(
-        browser, directory, {"TransformerBook": "playground/transformer.js"},
+        browser,
+        directory,
+        {"TransformerBook": "playground/transformer.js"},
         console_types=WARNINGS_TOO,
     )
-    results = tab.evaluate(
-        RUN_JS, {"jsonUrl": f"playground/{json_name}", "inputs": inputs}
-    )
+    results = tab.evaluate(RUN_JS, {"jsonUrl": f"playground/{json_name}", "inputs": inputs})
     context.close()
     assert not outside and not errors, (outside, errors)
     return results
@@ -96,17 +92,11 @@ def check_parity(model, meta: dict, inputs: list[str], results: list[dict]) -> f
         assert "error" not in result, (text, result)
         pieces = text.split() if meta.get("source_separator") else list(text)
         assert result["ids"] == [tokens.index(piece) for piece in pieces]
-        source = torch.tensor(
-            [result["ids"]]
-        )  # (1, source); one sentence, so no padding mask
+        source = torch.tensor([result["ids"]])  # (1, source); one sentence, so no padding mask
         limit, start, end = meta["max_new_tokens"], meta["start_id"], meta["end_id"]
-        greedy = greedy_decode(
-            model, source, None, start, limit, end_id=end
-        )  # (1, 1 + generated)
+        greedy = greedy_decode(model, source, None, start, limit, end_id=end)  # (1, 1 + generated)
         assert result["greedy"] == greedy[0].tolist(), text
-        beam, score = beam_search(
-            model, source, None, start, limit, beam_size=4, end_id=end
-        )
+        beam, score = beam_search(model, source, None, start, limit, beam_size=4, end_id=end)
         assert result["beam"] == beam[0].tolist(), text
         assert abs(result["beamScore"] - score.item()) <= TOLERANCE, text
 
@@ -125,35 +115,20 @@ def check_parity(model, meta: dict, inputs: list[str], results: list[dict]) -> f
             ("logits", result["logits"], logits),
             ("log-probabilities", result["logProbs"], log_probs),
         ):
-            difference = (
-                (torch.tensor(ours, dtype=torch.float64) - theirs.double())
-                .abs()
-                .max()
-                .item()
-            )
+            difference = (torch.tensor(ours, dtype=torch.float64) - theirs.double()).abs().max().item()
             assert difference <= TOLERANCE, f"{text}: {name} differ by {difference:.2e}"
             worst = max(worst, difference)
         expected_maps = {
-            "encoder self-attention": [
-                layer.attention_weights for layer in model.encoder.layers
-            ],
-            "decoder self-attention": [
-                layer.self_attention_weights for layer in model.decoder.layers
-            ],
-            "decoder cross-attention": [
-                layer.cross_attention_weights for layer in model.decoder.layers
-            ],
+            "encoder self-attention": [layer.attention_weights for layer in model.encoder.layers],
+            "decoder self-attention": [layer.self_attention_weights for layer in model.decoder.layers],
+            "decoder cross-attention": [layer.cross_attention_weights for layer in model.decoder.layers],
         }
         for kind, per_layer in expected_maps.items():
             for layer, weights in enumerate(per_layer):  # (1, heads, queries, keys)
                 theirs = weights[0].flatten(1).double()  # (heads, queries * keys)
-                ours = torch.tensor(
-                    result["attention"][kind][layer], dtype=torch.float64
-                )
+                ours = torch.tensor(result["attention"][kind][layer], dtype=torch.float64)
                 difference = (ours - theirs).abs().max().item()
-                assert difference <= TOLERANCE, (
-                    f"{text}: {kind} layer {layer} differs by {difference:.2e}"
-                )
+                assert difference <= TOLERANCE, f"{text}: {kind} layer {layer} differs by {difference:.2e}"
     return worst
 
 
@@ -203,9 +178,7 @@ def random_export(tmp_path_factory):
 # --- 1. Parity ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("name", "inputs"), [("random", RANDOM_INPUTS), ("words", WORD_INPUTS)]
-)
+@pytest.mark.parametrize(("name", "inputs"), [("random", RANDOM_INPUTS), ("words", WORD_INPUTS)])
 def test_parity_on_a_random_model(browser, random_export, name, inputs):
     json_path = random_export / "playground" / f"{name}.json"
     model, meta = playground_files.load_model(json_path)
@@ -220,19 +193,15 @@ def committed_tasks() -> list[str]:
         return []
     trained = {spec.name for spec in playground_tasks.TASKS}  # the translator: its own tests
     return [
-        task["file"]
-        for task in json.loads(manifest.read_text(encoding="utf-8"))["tasks"]
-        if task["name"] in trained
+        task["file"] for task in json.loads(manifest.read_text(encoding="utf-8"))["tasks"] if task["name"] in trained
     ]
 
 
 def test_the_page_has_a_trained_model():
     """Each committed model is the tool's: its steps, its size, its held-out accuracy."""
-    from transformer_book.training import exact_match_accuracy
+    from transformer_book import exact_match_accuracy
 
-    assert committed_tasks(), (
-        "no manifest.json: run `python tools/export_playground.py`"
-    )
+    assert committed_tasks(), "no manifest.json: run `python tools/export_playground.py`"
     specs = {spec.name: spec for spec in playground_tasks.TASKS}
     for json_name in committed_tasks():
         model, meta = playground_files.load_model(PLAYGROUND / json_name)
@@ -251,7 +220,7 @@ def test_the_page_has_a_trained_model():
 
 
 def test_the_number_words_are_the_packages_final_model():
-    from transformer_book.numerals import NUMBERS_TRAINING, pretrained_numbers_model
+    from transformer_book import NUMBERS_TRAINING, pretrained_numbers_model
 
     model, meta = playground_files.load_model(PLAYGROUND / "numbers.json")
     final, history = pretrained_numbers_model()
@@ -295,7 +264,7 @@ def test_the_examples_are_held_out_and_the_wrong_one_is_said(json_name):
 def test_why_not_100_percent_matches_each_models_training():
     """The page: the dates model was trained with label smoothing, so no step reaches
     100%; the number-words model without it, so most of its steps show 100% (rounded)."""
-    from transformer_book.training import train_model
+    from transformer_book import train_model
 
     smoothing_default = __import__("inspect").signature(train_model).parameters["smoothing"]
     top = {}
@@ -364,8 +333,7 @@ def test_javascript_names_bad_input(browser, random_export, json_name):
 def placeholder_config(**sizes) -> dict:
     """make_model's arguments for a model over PLACEHOLDER_TOKENS: one small layer unless ``sizes``."""
     vocab = len(PLACEHOLDER_TOKENS)
-    return dict(source_vocab=vocab, target_vocab=vocab, num_layers=1, d_model=16, d_ff=32,
-                heads=2) | sizes
+    return dict(source_vocab=vocab, target_vocab=vocab, num_layers=1, d_model=16, d_ff=32, heads=2) | sizes
 
 
 def placeholder_meta(config: dict) -> dict:
@@ -396,51 +364,34 @@ def test_export_round_trip(tmp_path, options):
         **options,
     )
     model = make_model(**config)
-    json_path, bin_path = playground_files.export_model(
-        model, placeholder_meta(config), "m", tmp_path
-    )
+    json_path, bin_path = playground_files.export_model(model, placeholder_meta(config), "m", tmp_path)
     loaded, meta = playground_files.load_model(json_path)
     original, reloaded = model.state_dict(), loaded.state_dict()
     assert list(original) == list(reloaded)
     for name in original:
         assert torch.equal(original[name], reloaded[name]), name
-    stored = sum(
-        p.numel() for p in model.parameters()
-    )  # parameters() lists a tied matrix once
+    stored = sum(p.numel() for p in model.parameters())  # parameters() lists a tied matrix once
     assert bin_path.stat().st_size == 4 * stored == meta["weights"]["bytes"]
     if options.get("tie_weights"):
         entries = {entry["name"]: entry["offset"] for entry in meta["tensors"]}
-        assert (
-            entries["generator.proj.weight"]
-            == entries["source_embed.embeddings.lookup.weight"]
-        )
-        assert (
-            loaded.generator.proj.weight is loaded.target_embed.embeddings.lookup.weight
-        )  # still tied
-    playground_tasks.check_round_trip(
-        model, json_path
-    )  # the same function, not only the same numbers
+        assert entries["generator.proj.weight"] == entries["source_embed.embeddings.lookup.weight"]
+        assert loaded.generator.proj.weight is loaded.target_embed.embeddings.lookup.weight  # still tied
+    playground_tasks.check_round_trip(model, json_path)  # the same function, not only the same numbers
 
 
 def test_export_is_byte_for_byte_reproducible(tmp_path):
     config = placeholder_config()
     torch.manual_seed(3)
     model = make_model(**config)
-    first = playground_files.export_model(
-        model, placeholder_meta(config), "a", tmp_path / "one"
-    )
-    second = playground_files.export_model(
-        model, placeholder_meta(config), "a", tmp_path / "two"
-    )
+    first = playground_files.export_model(model, placeholder_meta(config), "a", tmp_path / "one")
+    second = playground_files.export_model(model, placeholder_meta(config), "a", tmp_path / "two")
     for one, two in zip(first, second):
         assert one.read_bytes() == two.read_bytes()
 
 
 def test_loader_refuses_a_damaged_file(tmp_path):
     config = placeholder_config()
-    json_path, bin_path = playground_files.export_model(
-        make_model(**config), placeholder_meta(config), "m", tmp_path
-    )
+    json_path, bin_path = playground_files.export_model(make_model(**config), placeholder_meta(config), "m", tmp_path)
     data = bytearray(bin_path.read_bytes())
     data[0] ^= 1
     bin_path.write_bytes(bytes(data))
@@ -454,9 +405,7 @@ def test_exporter_refuses_a_model_over_the_size_limit(tmp_path):
         ValueError,
         match=r"big\.bin would be [\d,]+ bytes; the playground's limit is 1,000,000",
     ):
-        playground_files.export_model(
-            make_model(**config), placeholder_meta(config), "big", tmp_path
-        )
+        playground_files.export_model(make_model(**config), placeholder_meta(config), "big", tmp_path)
     with pytest.raises(ValueError, match=r"lacks \['examples'\]"):
         meta = placeholder_meta(config)
         del meta["examples"]
@@ -507,7 +456,8 @@ def test_page_decodes_as_the_reader_types(browser, width):
     first_example, typed, last_example = meta["examples"][:3]
     separator = meta.get("source_separator") or ""
     context, tab, outside, errors = local_only_tab(browser, width, console_types=WARNINGS_TOO)
-    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    # The page opens on the translator; a link opens it on the first task of the manifest.
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#task={meta['name']}", wait_until="load")
     first = chart_state(tab, first_example)
     assert tab.locator("#pg-input").input_value() == first_example
     assert tab.locator("#pg-greedy-steps tbody tr").count() >= 1

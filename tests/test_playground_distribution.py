@@ -57,9 +57,7 @@ def open_poem(browser, fragment: str):
         pytest.fail(f"{SITE / PAGE} is not built: run `jupyter-book build .` first")
     context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
     tab.goto(f"{serve(str(SITE))}/{PAGE}#{fragment}", wait_until="load")
-    tab.wait_for_function(
-        "() => document.querySelector('#poet-poem').dataset.done === '1'", timeout=60_000
-    )
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'", timeout=60_000)
     return context, tab, outside, errors
 
 
@@ -70,7 +68,7 @@ def poem_on_page(tab):
 
 
 def bars_for(tab, temperature: str) -> dict:
-    tab.locator("#poet-temperature").fill(temperature)
+    tab.locator("#poet-bars-temperature").fill(temperature)
     tab.wait_for_function(
         "(t) => document.querySelector('#poet-bars').dataset.temperature === t",
         arg=temperature,  # as JavaScript writes the number: "0.8", "1.5", "0.5"
@@ -93,7 +91,7 @@ def entropy(p: list[float]) -> float:
 
 @torch.no_grad()
 def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
-    from transformer_book.decoding import top_p_filter
+    from transformer_book import top_p_filter
 
     poet, meta = poet
     context, tab, outside, errors = open_poem(
@@ -127,22 +125,23 @@ def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
     assert entropy(at_15["p"]) > entropy(at_05["p"])
     assert f"{written}" in at_08["text"] and "(chosen)" in at_08["text"]  # as text, too
     assert (after, still) == (number, text), "moving the temperature wrote another poem"
-    print(f"\nstep {step} ({written}): kept {at_05['kept']}, {at_08['kept']}, {at_15['kept']} "
-          f"characters at temperature 0.5, 0.8, 1.5; entropy {entropy(at_05['p']):.2f} < "
-          f"{entropy(at_15['p']):.2f} nats")
+    print(
+        f"\nstep {step} ({written}): kept {at_05['kept']}, {at_08['kept']}, {at_15['kept']} "
+        f"characters at temperature 0.5, 0.8, 1.5; entropy {entropy(at_05['p']):.2f} < "
+        f"{entropy(at_15['p']):.2f} nats"
+    )
     assert not outside and not errors, (outside, errors)
 
 
 @torch.no_grad()
 def test_temperature_0_marks_the_most_probable_character(browser, poet):
     poet, meta = poet
-    context, tab, outside, errors = open_poem(
-        browser, "mode=acrostic&prompt=春花秋月&temperature=0&top_p=0.9&seed=0"
-    )
+    context, tab, outside, errors = open_poem(browser, "mode=acrostic&prompt=春花秋月&temperature=0&top_p=0.9&seed=0")
     text, tokens = poem_on_page(tab)
     steps = tokens.count()
     tokens.nth(1).focus()  # tabbing to a character opens it too
-    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden")
+    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden "
+                          "&& document.querySelector('#poet-bars').dataset.kept")  # fmt: skip
     bars = tab.evaluate(BARS_JS)
     context.close()
     assert text == poet.write("春花秋月", temperature=0, acrostic=True)
@@ -157,8 +156,7 @@ def test_temperature_0_marks_the_most_probable_character(browser, poet):
 @torch.no_grad()
 def test_a_translator_steps_bars_are_the_packages(browser):
     import playground_files
-    from transformer_book.decoding import greedy_decode, top_p_filter
-    from transformer_book.masking import subsequent_mask
+    from transformer_book import greedy_decode, subsequent_mask, top_p_filter
 
     model, meta = playground_files.load_model(JSON_PATH.with_name("translator.json"))
     text = meta["examples"][1]
@@ -168,6 +166,8 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     wait_for_translation(tab, text, drawn=False)
     step = 1
     tab.locator("#pg-greedy-tokens .pg-token").nth(step).click()
+    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn"
+                          "?.startsWith('pg-greedy|1|')")  # fmt: skip
     translator_bars = BARS_JS.replace("#poet-bars", "#pg-bars")  # the same figures
     plain = tab.evaluate(translator_bars)
     tab.locator("#pg-top-p").fill("0.9")
@@ -177,7 +177,7 @@ def test_a_translator_steps_bars_are_the_packages(browser):
     reshaped = tab.evaluate(translator_bars)
     context.close()
 
-    from transformer_book.translation import pretrained_translator
+    from transformer_book import pretrained_translator
 
     shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
     source_ids = shipped.source_ids(text)
@@ -222,15 +222,11 @@ def test_every_view_fits_the_screen(browser, width, dark):
     for page, fragment, ready, token in pages:
         if not (SITE / page).exists():
             pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
-        context, tab, outside, errors = local_only_tab(
-            browser, width, dark=dark, console_types=("error", "warning")
-        )
+        context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=("error", "warning"))
         tab.goto(f"{serve(str(SITE))}/{page}#{fragment}", wait_until="load")
         tab.wait_for_function(ready, timeout=60_000)
         tab.locator(token).nth(3).click()
-        widths = tab.evaluate(
-            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-        )
+        widths = tab.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
         theme = tab.evaluate("() => document.documentElement.dataset.theme")
         context.close()
         assert widths[0] <= widths[1], f"{page} at {width} px pans sideways: {widths}"

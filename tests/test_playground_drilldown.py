@@ -7,7 +7,9 @@ cross-attention and masked decoder self-attention:
 
 - the softmax of the drawn scores, the mask applied, equals the drawn weights within 1e-6;
 - masked cells (the look-ahead mask: keys after the query) have weight 0;
-- the scores are PyTorch's (the package's model on the same weights, the same tokens) within 1e-4.
+- the scores are PyTorch's (the package's model on the same weights, the same tokens) within 1e-4;
+- the value side (issue 45): each key's value vector, the head's output (the weighted sum of
+  the values drawn) and the attention's output after W^O are PyTorch's within 1e-4.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 PLAYGROUND = REPO_ROOT / "book" / "_static" / "playground"
 TOLERANCE = 1e-4
-ROWS_JS = """(id) => [...document.querySelectorAll(`#${id} tbody tr`)].map((row) => ({
+ROWS_JS = """(id) => [...document.querySelectorAll(`#${id} .drill:not(.drill-values) tbody tr`)].map((row) => ({
   score: Number(row.dataset.score), masked: row.dataset.masked === '1',
   weight: Number(row.dataset.weight)}))"""
 
@@ -107,9 +109,7 @@ def test_the_poets_attention_unfolds_as_pytorchs(browser):
 
 @torch.no_grad()
 def test_the_translators_attention_unfolds_as_pytorchs(browser):
-    from transformer_book.decoding import greedy_decode
-    from transformer_book.masking import subsequent_mask
-    from transformer_book.translation import pretrained_translator
+    from transformer_book import greedy_decode, pretrained_translator, subsequent_mask
 
     model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
     text = meta["examples"][1]
@@ -140,4 +140,98 @@ def test_the_translators_attention_unfolds_as_pytorchs(browser):
         ours = torch.tensor([row["score"] for row in rows[:keys]], dtype=torch.float64)
         difference = (ours - theirs).abs().max().item()
         assert difference <= TOLERANCE, f"scores differ by {difference:.2e}"
+    assert not outside and not errors, (outside, errors)
+
+
+# --- The value side (issue 45): weight × value, summed, is the head's output; W^O joins ----
+
+VALUES_JS = """(id) => {
+  const table = document.querySelector(`#${id} .drill-values`);
+  return {
+    rows: [...table.querySelectorAll('tbody tr')].map((row) => ({
+      weight: Number(row.dataset.weight), value: JSON.parse(row.dataset.value)})),
+    head: JSON.parse(table.dataset.headOutput),
+    output: JSON.parse(table.dataset.output),
+    text: document.querySelector(`#${id}`).innerText,
+  };
+}"""
+
+
+def capture_value_side(attention_module, store: dict):
+    """Forward hooks on one attention module's W^V and W^O: the values (batch, keys, d_model),
+    the merged heads W^O reads (batch, queries, d_model) and the output it writes."""
+    attention_module.value_proj.register_forward_hook(lambda module, inputs, output: store.setdefault("values", output))
+    attention_module.output_proj.register_forward_hook(
+        lambda module, inputs, output: store.update(merged=inputs[0], output=output)
+    )
+
+
+def check_value_side(drawn: dict, store: dict, query: int, head: int, keys: int) -> None:
+    values = store["values"][0].double()  # (keys, d_model)
+    d_k = len(drawn["head"])
+    ours_v = torch.tensor([row["value"] for row in drawn["rows"][:keys]], dtype=torch.float64)
+    weights = torch.tensor([row["weight"] for row in drawn["rows"][:keys]], dtype=torch.float64)
+    head_out = torch.tensor(drawn["head"], dtype=torch.float64)
+    # On the page: the head's output is the weighted sum of the values drawn beside it.
+    assert (weights @ ours_v - head_out).abs().max().item() <= 1e-9
+    # And each is PyTorch's.
+    theirs_v = values[:keys, head * d_k : (head + 1) * d_k]
+    assert (ours_v - theirs_v).abs().max().item() <= TOLERANCE
+    theirs_head = store["merged"][0, query, head * d_k : (head + 1) * d_k].double()
+    assert (head_out - theirs_head).abs().max().item() <= TOLERANCE
+    theirs_out = store["output"][0, query].double()
+    ours_out = torch.tensor(drawn["output"], dtype=torch.float64)
+    assert ours_out.shape == theirs_out.shape
+    assert (ours_out - theirs_out).abs().max().item() <= TOLERANCE
+    assert "W^O" in drawn["text"] and f"head {head}'s output" in drawn["text"]
+
+
+@torch.no_grad()
+def test_the_poets_value_side_is_pytorchs(browser):
+    poet, _ = exporter.load_poet(PLAYGROUND / "poet.json")
+    context, tab, outside, errors = open_page(
+        browser, "book/playground_poems.html",
+        "mode=continue&prompt=" + quote("白日依山尽，") + "&temperature=0&top_p=0.9&seed=0"
+        "&layer=1&head=2",
+    )  # fmt: skip
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
+                          timeout=60_000)  # fmt: skip
+    text = tab.locator("#poet-poem").get_attribute("data-text")
+    query = 8
+    drawn_rows(tab, "poet-drill", "poet-query", "layer 1, head 2", query)
+    drawn = tab.evaluate(VALUES_JS, "poet-drill")
+    context.close()
+    ids = [poet.vocab.boundary_id] + poet.vocab.encode(text, boundaries=False)
+    store = {}
+    capture_value_side(poet.model.layers[1].self_attn, store)
+    poet.model(torch.tensor([ids]), need_weights=True)
+    check_value_side(drawn, store, query, head=2, keys=query + 1)
+    assert all(row["weight"] == 0 for row in drawn["rows"][query + 1 :])  # masked: no share
+    assert not outside and not errors, (outside, errors)
+
+
+@torch.no_grad()
+def test_the_translators_value_side_is_pytorchs(browser):
+    from transformer_book import greedy_decode, pretrained_translator, subsequent_mask
+
+    model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
+    text = meta["examples"][1]
+    context, tab, outside, errors = open_page(
+        browser, "book/playground.html",
+        f"task=translator&text={quote(text)}&beam=4&attn=cross&layer=1&head=3",
+    )  # fmt: skip
+    wait_for_translation(tab, text, drawn=False)
+    drawn_rows(tab, "pg-drill", "pg-query", "decoder cross-attention, layer 1, head 3", 2)
+    drawn = tab.evaluate(VALUES_JS, "pg-drill")
+    context.close()
+    shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
+    source = torch.tensor([shipped.source_ids(text)])  # (1, source)
+    limit = min(2 * source.size(1) + 10, meta["max_new_tokens"])
+    tokens = greedy_decode(model, source, None, meta["start_id"], limit, end_id=meta["end_id"])
+    store = {}
+    capture_value_side(model.decoder.layers[1].cross_attn, store)
+    decoder_input = tokens[:, :-1]  # (1, steps)
+    model.decode(model.encode(source, None), None, decoder_input,
+                 subsequent_mask(decoder_input.size(1)), need_weights=True)  # fmt: skip
+    check_value_side(drawn, store, query=2, head=3, keys=source.size(1))
     assert not outside and not errors, (outside, errors)

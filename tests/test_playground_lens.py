@@ -40,8 +40,7 @@ def drawn_lens(browser, page: str, fragment: str, ready: str, lens: str) -> list
     tab.wait_for_function(ready, timeout=60_000)
     cells = tab.evaluate(CELLS_JS, lens)
     extra = tab.evaluate(
-        "() => document.querySelector('#poet-poem')?.dataset.text ?? "
-        "document.querySelector('#pg-input').value"
+        "() => document.querySelector('#poet-poem')?.dataset.text ?? document.querySelector('#pg-input').value"
     )
     context.close()
     assert not outside and not errors, (outside, errors)
@@ -94,9 +93,7 @@ def test_the_poets_logit_lens_is_pythons(browser):
 
 @torch.no_grad()
 def test_the_translators_logit_lens_is_pythons(browser):
-    from transformer_book.decoding import greedy_decode
-    from transformer_book.masking import subsequent_mask
-    from transformer_book.translation import pretrained_translator
+    from transformer_book import greedy_decode, pretrained_translator, subsequent_mask
 
     model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
     text = meta["examples"][0]
@@ -117,5 +114,4 @@ def test_the_translators_logit_lens_is_pythons(browser):
     lens = [model.generator.proj(model.decoder.norm(x))[0].double().softmax(-1) for x in outputs]
     target = meta["target_tokens"]
     worst = compare(cells, lens, own, lambda i: "␣" if target[i] == " " else target[i])
-    print(f"\ntranslator: {len(lens)} layers x {decoder_input.size(1)} steps, largest "
-          f"difference {worst:.1e}")
+    print(f"\ntranslator: {len(lens)} layers x {decoder_input.size(1)} steps, largest difference {worst:.1e}")

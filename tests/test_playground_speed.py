@@ -69,8 +69,10 @@ def test_a_long_sentence_never_freezes_the_page(browser):
     tasks = tab.evaluate("() => longTasks")
     output = tab.locator("#pg-greedy-text").inner_text()
     longest = max(tasks, default=0)
-    print(f"\n36-word sentence: {len(tasks)} main-thread tasks over 50 ms, the longest "
-          f"{longest:.0f} ms (allowed {LONGEST_ALLOWED_MS} ms); greedy output {output!r}")
+    print(
+        f"\n36-word sentence: {len(tasks)} main-thread tasks over 50 ms, the longest "
+        f"{longest:.0f} ms (allowed {LONGEST_ALLOWED_MS} ms); greedy output {output!r}"
+    )
 
     requested.clear()
     tab.reload(wait_until="load")
@@ -123,9 +125,7 @@ def test_typing_waits_for_a_pause_and_a_translation_can_be_stopped(browser):
     # before the worker's answer can be handled.
     tab.evaluate(STOP_WHEN_SHOWN)
     box.fill(LONG_SENTENCE)
-    tab.wait_for_function(
-        "() => document.querySelector('#pg-working').textContent.startsWith('Stopped')"
-    )
+    tab.wait_for_function("() => document.querySelector('#pg-working').textContent.startsWith('Stopped')")
     shown = tab.locator("#pg-attention").get_attribute("data-input")
     stopped_hidden = tab.locator("#pg-stop").is_hidden()
     bins = len([url for url in requested if url.endswith(".bin")])
@@ -145,10 +145,15 @@ def test_a_poem_can_be_stopped_and_the_poet_is_downloaded_once(browser):
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
     url = built_page().replace("playground.html", "playground_poems.html")
-    tab.goto(url, wait_until="load")
-    tab.locator("#poet-load").click()  # loads the poet, then writes the first poem
+    tab.goto(url, wait_until="load")  # the poet loads and writes the prepared poem
     poem = tab.locator("#poet-poem")
-    tab.wait_for_function("() => document.querySelector('#poet-poem').textContent.length >= 3")
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'")
+    tab.locator("#poet-seed").fill("1")  # a poem written one character at a time
+    tab.locator("#poet-write").click()
+    tab.wait_for_function(
+        "() => !document.querySelector('#poet-poem').dataset.done "
+        "&& document.querySelector('#poet-poem').textContent.length >= 3"
+    )
     tab.locator("#poet-stop").click()
     tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done")
     done, stopped_at = poem.get_attribute("data-done"), poem.inner_text()

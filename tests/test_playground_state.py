@@ -82,17 +82,17 @@ def test_a_translator_hash_opens_its_state(browser, state):
 
     # The same state set by hand, on the page opened without a hash.
     tab.goto(page_url(TRANSLATOR_PAGE), wait_until="load")
-    translated(tab, example("dates", 0))
-    tab.select_option("#pg-task", task)
-    translated(tab, example(task, 0))
+    translated(tab, example("translator", 0))  # the page opens on the translator
+    if task != "translator":
+        tab.select_option("#pg-task", task)
+        translated(tab, example(task, 0))
     tab.select_option("#pg-beam-size", beam)
     tab.locator("#pg-input").fill(text)
     tab.select_option("#pg-kind", str(list(KIND_TITLES).index(kind)))
     tab.select_option("#pg-layer", layer)
     tab.select_option("#pg-head", head)
     tab.wait_for_function(
-        "(title) => document.querySelector('#pg-attention svg')?.getAttribute('aria-label')"
-        " === title",
+        "(title) => document.querySelector('#pg-attention svg')?.getAttribute('aria-label') === title",
         arg=opened["map"],
         timeout=60_000,
     )
@@ -112,7 +112,7 @@ def test_a_translator_hash_opens_its_state(browser, state):
 def test_the_translator_hash_matches_the_package(browser):
     """The documented translator link shows the package's own greedy and beam translations."""
     import playground_files
-    from transformer_book.translation import Translator, pretrained_translator
+    from transformer_book import Translator, pretrained_translator
 
     model, _ = playground_files.load_model(PLAYGROUND / "translator.json")
     shipped, _ = pretrained_translator()
@@ -132,14 +132,14 @@ def test_the_translator_hash_matches_the_package(browser):
 def test_changing_a_translator_control_updates_the_hash(browser):
     context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
     tab.goto(page_url(TRANSLATOR_PAGE), wait_until="load")
-    first = example("dates", 0)
+    first = example("translator", 0)
     translated(tab, first)
     seen = [hash_of(tab)]
     tab.select_option("#pg-head", "1")
     seen.append(hash_of(tab))
     tab.select_option("#pg-kind", "0")
     seen.append(hash_of(tab))
-    typed = example("dates", 2)
+    typed = example("translator", 2)
     tab.locator("#pg-input").fill(typed)
     translated(tab, typed)
     seen.append(hash_of(tab))
@@ -147,7 +147,7 @@ def test_changing_a_translator_control_updates_the_hash(browser):
     tab.wait_for_function("() => location.hash.includes('beam=3')")
     seen.append(hash_of(tab))
     context.close()
-    assert seen[0]["task"] == "dates" and seen[0]["text"] == first
+    assert seen[0]["task"] == "translator" and seen[0]["text"] == first
     assert seen[1]["head"] == "1"
     assert seen[2]["attn"] == "encoder"
     assert seen[3]["text"] == typed
@@ -155,12 +155,70 @@ def test_changing_a_translator_control_updates_the_hash(browser):
     assert not outside and not errors, (outside, errors)
 
 
+def test_every_translator_state_survives_a_reload(browser):
+    """Sampling settings, a forced path, the open step and the unfolded query are in the link:
+    the page reopened from it shows the same outputs, bars and query."""
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    text = example("translator", 1)
+    tab.goto(f"{page_url(TRANSLATOR_PAGE)}#task=translator&text={quote(text)}", wait_until="load")
+    translated(tab, text)
+    for selector, value in [("#pg-temperature", "1.3"), ("#pg-top-k", "20"),
+                            ("#pg-top-p", "0.9"), ("#pg-seed", "5")]:  # fmt: skip
+        tab.locator(selector).fill(value)
+    tab.wait_for_function("() => location.hash.includes('seed=5')")
+    tab.select_option("#pg-query", "1")
+    tab.locator("#pg-greedy-tokens .pg-token").nth(1).click()
+    tab.wait_for_function("() => document.querySelector('#pg-bars').dataset.drawn"
+                          "?.startsWith('pg-greedy|1|1.3|0.9|20')")  # fmt: skip
+    tab.locator("#pg-bars [data-force]").first.click()  # what if: the second-best token
+    tab.wait_for_function("() => !document.querySelector('#pg-greedy-original').hidden "
+                          "&& document.querySelector('#pg-bars').dataset.drawn")  # fmt: skip
+    view_js = """() => ({
+      greedy: document.querySelector('#pg-greedy-text').textContent,
+      original: document.querySelector('#pg-greedy-original-text').textContent,
+      forced: [...document.querySelectorAll('#pg-greedy-tokens [data-forced]')]
+        .map((b) => b.getAttribute('aria-label')),
+      sample: document.querySelector('#pg-sample-text').textContent,
+      title: document.querySelector('#pg-dist-title').textContent,
+      query: document.querySelector('#pg-query').value,
+      controls: ['#pg-temperature', '#pg-top-k', '#pg-top-p', '#pg-seed']
+        .map((s) => document.querySelector(s).value),
+    })"""
+    tab.wait_for_function("() => document.querySelector('#pg-sample-text').textContent")
+    before = tab.evaluate(view_js)
+    link = hash_of(tab)
+    url = tab.url
+    tab.goto("about:blank")
+    tab.goto(url, wait_until="load")
+    tab.wait_for_function("() => !document.querySelector('#pg-greedy-original').hidden "
+                          "&& document.querySelector('#pg-sample-text').textContent "
+                          "&& !document.querySelector('#pg-distribution').hidden "
+                          "&& document.querySelector('#pg-drill').dataset.drawn",
+                          timeout=60_000)  # fmt: skip
+    after = tab.evaluate(view_js)
+    context.close()
+    assert after == before
+    assert before["greedy"] != before["original"].split("Without forcing: ")[1]
+    assert before["forced"] == [before["forced"][0]] and before["forced"][0].startswith("step 2 (forced): ")
+    assert before["title"].startswith("Step 2 of greedy decoding (forced)")
+    assert before["controls"] == ["1.3", "20", "0.9", "5"]
+    assert {k: link[k] for k in ("temperature", "top_k", "top_p", "seed", "step", "query")} == {
+        "temperature": "1.3",
+        "top_k": "20",
+        "top_p": "0.9",
+        "seed": "5",
+        "step": "greedy.2",
+        "query": "1",
+    }
+    assert link["force"].startswith("greedy.") and link["force"].endswith("*")
+    assert not outside and not errors, (outside, errors)
+
+
 # --- 2. The poem page ---------------------------------------------------------------------
 
 POEM_STATES = [  # the documented hashes: a 藏头诗 and a first verse to continue
     {"mode": "acrostic", "prompt": "春花秋月", "temperature": "0.8", "top_p": "0.9", "seed": "3"},
-    {"mode": "continue", "prompt": "白日依山尽，", "temperature": "1.5", "top_p": "0.95",
-     "seed": "7"},
+    {"mode": "continue", "prompt": "白日依山尽，", "temperature": "1.5", "top_p": "0.95", "seed": "7"},
 ]
 
 
@@ -185,8 +243,7 @@ def test_a_poem_hash_opens_its_state(browser, state):
     drawn = tab.locator("#poet-attention svg").get_attribute("aria-label")
 
     tab.goto(page_url(POEM_PAGE), wait_until="load")  # the same settings, by hand
-    tab.locator("#poet-load").click()
-    poem_written(tab)
+    poem_written(tab)  # the page writes its prepared poem as it opens
     tab.locator("#poet-acrostic" if state["mode"] == "acrostic" else "#poet-continue").check()
     tab.locator("#poet-prompt").fill(state["prompt"])
     tab.locator("#poet-temperature").fill(state["temperature"])
@@ -211,26 +268,87 @@ def test_a_poem_hash_opens_its_state(browser, state):
     assert not errors, f"the page logged: {errors}"
 
 
-def test_changing_a_poem_control_updates_the_hash(browser):
+def test_the_poem_link_follows_the_poem_not_the_controls(browser):
+    """The link names the poem on the page: editing a control changes it only once a poem is
+    written with it; exploring the bars (their own temperature and top-p) never changes it;
+    the open step, the attention map and its query are added to it."""
     context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
     tab.goto(page_url(POEM_PAGE), wait_until="load")
-    tab.locator("#poet-load").click()
     poem_written(tab)
     seen = [hash_of(tab)]
     tab.locator("#poet-temperature").fill("1.5")
-    seen.append(hash_of(tab))
     tab.locator("#poet-continue").check()
-    seen.append(hash_of(tab))
     tab.locator("#poet-seed").fill("12")
+    seen.append(hash_of(tab))  # nothing written yet: the link is the shown poem's
+    tab.locator("#poet-poem .poet-token").nth(2).click()
+    tab.wait_for_function("() => document.querySelector('#poet-bars').dataset.kept")
+    seen.append(hash_of(tab))
+    tab.locator("#poet-bars-temperature").fill("1.9")
+    tab.locator("#poet-bars-top-p").fill("0.5")
+    tab.wait_for_function("() => document.querySelector('#poet-bars').dataset.temperature"
+                          " === '1.9'")  # fmt: skip
     seen.append(hash_of(tab))
     tab.select_option("#poet-head", "1")
     seen.append(hash_of(tab))
+    before = tab.locator("#poet-poem").get_attribute("data-number")
+    tab.locator("#poet-prompt").fill("明月")
+    tab.locator("#poet-write").click()
+    poem_written(tab, after=before)
+    seen.append(hash_of(tab))
     context.close()
-    assert seen[0]["mode"] == "acrostic" and seen[0]["seed"] == "0"
-    assert seen[1]["temperature"] == "1.5"
-    assert seen[2]["mode"] == "continue"
-    assert seen[3]["seed"] == "12"
-    assert seen[4]["head"] == "1"
+    assert seen[0] == {"mode": "acrostic", "prompt": "春花秋月", "temperature": "0.8",
+                       "top_p": "0.9", "seed": "0", "layer": "3", "head": "0"}  # fmt: skip
+    assert seen[1] == seen[0]
+    assert seen[2] == {**seen[0], "step": "3"}
+    assert seen[3] == seen[2], "exploring the bars changed the link"
+    assert seen[4] == {**seen[2], "head": "1"}
+    assert {k: seen[5][k] for k in ("mode", "prompt", "temperature", "seed")} == {
+        "mode": "continue",
+        "prompt": "明月",
+        "temperature": "1.5",
+        "seed": "12",
+    }
+    assert "step" not in seen[5]
+    assert not outside and not errors, (outside, errors)
+
+
+def test_every_poem_state_survives_a_reload(browser):
+    """A forced character, the open step and the unfolded query are in the link: reopened, the
+    page writes the same forced poem, keeps the poem without forcing beside it and opens the
+    same step and query."""
+    context, tab, outside, errors = local_only_tab(browser, console_types=CONSOLE)
+    tab.goto(page_url(POEM_PAGE), wait_until="load")
+    poem_written(tab)
+    tab.locator("#poet-poem .poet-token").nth(3).click()
+    tab.wait_for_function("() => document.querySelector('#poet-bars').dataset.kept")
+    before_number = tab.locator("#poet-poem").get_attribute("data-number")
+    tab.locator("#poet-bars [data-force]").nth(1).click()
+    poem_written(tab, after=before_number)
+    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden")
+    tab.select_option("#poet-query", "5")
+    view_js = """() => ({
+      poem: document.querySelector('#poet-poem').dataset.text,
+      original: document.querySelector('#poet-original-text').textContent,
+      forced: [...document.querySelectorAll('#poet-poem [data-forced]')]
+        .map((t) => t.getAttribute('aria-label')),
+      title: document.querySelector('#poet-dist-title').textContent,
+      query: document.querySelector('#poet-query').value,
+    })"""
+    before = tab.evaluate(view_js)
+    link = hash_of(tab)
+    url = tab.url
+    tab.goto("about:blank")
+    tab.goto(url, wait_until="load")
+    poem_written(tab)
+    tab.wait_for_function("() => !document.querySelector('#poet-distribution').hidden "
+                          "&& document.querySelector('#poet-drill').dataset.drawn")  # fmt: skip
+    after = tab.evaluate(view_js)
+    context.close()
+    assert after == before
+    assert before["forced"][0].startswith("step 4 (forced): ")
+    assert before["title"].startswith("Step 4 (forced)")
+    assert before["query"] == "5" and link["query"] == "5" and link["step"] == "4"
+    assert link["force"].endswith("*") and len(link["force"].split(".")) == 4
     assert not outside and not errors, (outside, errors)
 
 

@@ -24,8 +24,7 @@ import torch
 import playground_files
 import playground_translator
 from browser_support import local_only_tab, script_tab, serve
-from transformer_book.tatoeba import tatoeba_split
-from transformer_book.translation import Translator, corpus_scores, pretrained_translator
+from transformer_book import Translator, corpus_scores, pretrained_translator, tatoeba_split
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
@@ -104,7 +103,7 @@ def test_quantize_rows_keeps_each_weight_within_half_a_step():
 
 
 def test_export_quantized_round_trip_and_limit(tmp_path):
-    from transformer_book.model import make_model
+    from transformer_book import make_model
 
     torch.manual_seed(0)
     config = dict(source_vocab=11, target_vocab=13, num_layers=1, d_model=16, d_ff=32,
@@ -142,9 +141,11 @@ def test_the_bleu_record_is_of_these_weights(record, test_set):
     assert eight > record["scores"]["8-bit greedy"]["bleu"]
     meta = json.loads(JSON_PATH.read_text(encoding="utf-8"))
     assert meta["test_scores"] == {"sentences": 1000, **record["scores"]}
-    print(f"test BLEU: 8-bit beam {eight:.2f}, full {full:.2f}; greedy 8-bit "
-          f"{record['scores']['8-bit greedy']['bleu']:.2f}, full "
-          f"{record['scores']['full greedy']['bleu']:.2f}")
+    print(
+        f"test BLEU: 8-bit beam {eight:.2f}, full {full:.2f}; greedy 8-bit "
+        f"{record['scores']['8-bit greedy']['bleu']:.2f}, full "
+        f"{record['scores']['full greedy']['bleu']:.2f}"
+    )
 
 
 def test_a_sample_of_the_record_translates_again(record, exported, test_set):
@@ -179,15 +180,54 @@ def test_the_examples_are_test_sentences_and_the_wrong_one_is_said(exported, tes
 # --- 2. The tokenizer in JavaScript ----------------------------------------------------------
 
 AWKWARD = [
-    "Hello, world!", "Wait... what?!", "“Quoted,” she said — twice…", "‘single’ quotes",
-    "I have 40,000 books.", "It costs $5.99 (50% off) at #1.", "3.14159", "C++ and R&D",
-    "I'm sure Tom's dog didn't bark.", "y'all", "Mr. O'Neil", "e.g. U.S.A.",
-    "TOM IS HERE", "iPhone", "McDonald's", "ALL-CAPS-WITH-HYPHENS",
-    "café", "naïve résumé", "Zoë", "cafe\u0301", "\u0301", "ß", "İstanbul",
-    "Ｔｏｍ ｉｓ ｈｅｒｅ", "ﬁne", "x² and ①", "Ⅻ", "٣ apples", "Ωmega", "Москва",
-    "Tom\u00a0is\u2003here", "tabs\tand\nnewlines", "snake_case", "\ufeffBOM", "zero\u200bwidth",
-    "file\x1cseparator", "next\x85line", "I love 🍕!", "😀", "👍🏽", "我爱你", "I love 北京.",
-    "", "   ", "?!", "a", "A " * 200, " ".join(["word"] * 300),
+    "Hello, world!",
+    "Wait... what?!",
+    "“Quoted,” she said — twice…",
+    "‘single’ quotes",
+    "I have 40,000 books.",
+    "It costs $5.99 (50% off) at #1.",
+    "3.14159",
+    "C++ and R&D",
+    "I'm sure Tom's dog didn't bark.",
+    "y'all",
+    "Mr. O'Neil",
+    "e.g. U.S.A.",
+    "TOM IS HERE",
+    "iPhone",
+    "McDonald's",
+    "ALL-CAPS-WITH-HYPHENS",
+    "café",
+    "naïve résumé",
+    "Zoë",
+    "cafe\u0301",
+    "\u0301",
+    "ß",
+    "İstanbul",
+    "Ｔｏｍ ｉｓ ｈｅｒｅ",
+    "ﬁne",
+    "x² and ①",
+    "Ⅻ",
+    "٣ apples",
+    "Ωmega",
+    "Москва",
+    "Tom\u00a0is\u2003here",
+    "tabs\tand\nnewlines",
+    "snake_case",
+    "\ufeffBOM",
+    "zero\u200bwidth",
+    "file\x1cseparator",
+    "next\x85line",
+    "I love 🍕!",
+    "😀",
+    "👍🏽",
+    "我爱你",
+    "I love 北京.",
+    "",
+    "   ",
+    "?!",
+    "a",
+    "A " * 200,
+    " ".join(["word"] * 300),
 ]
 
 
@@ -230,7 +270,15 @@ def test_javascript_token_ids_equal_pythons(browser, shipped, test_set):
     assert all(python_ids(shipped, text) != "error" for text, _ in test_set)
     # what the English vocabulary cannot read at all, nothing, and more than 128 tokens
     assert [text for text in AWKWARD if python_ids(shipped, text) == "error"] == [
-        "\u0301", "ß", "Москва", "😀", "👍🏽", "我爱你", "", "   ", "A " * 200,
+        "\u0301",
+        "ß",
+        "Москва",
+        "😀",
+        "👍🏽",
+        "我爱你",
+        "",
+        "   ",
+        "A " * 200,
         " ".join(["word"] * 300),
     ]
     print("refused, as Python refuses:\n  " + "\n  ".join(refused))
@@ -251,7 +299,7 @@ CLASSIFY_JS = """() => {
 def test_javascript_splits_every_character_as_python(browser):
     """Python's \\w and \\s (str.isalnum, str.isspace) against tokenizer.js's classes, for
     every code point assigned in Python's Unicode version (a newer browser knows more)."""
-    from transformer_book.subwords import pre_tokenize
+    from transformer_book import pre_tokenize
 
     context, tab, _outside, _errors = tokenizer_tab(browser)
     ours = tab.evaluate(CLASSIFY_JS)
@@ -264,12 +312,13 @@ def test_javascript_splits_every_character_as_python(browser):
         character = chr(cp)
         python = "w" if word.match(character) else "s" if space.match(character) else "p"
         if ours[cp] != python:
-            different.append(f"U+{cp:04X} {unicodedata.name(character, '?')}: "
-                             f"JavaScript {ours[cp]}, Python {python}")
+            different.append(f"U+{cp:04X} {unicodedata.name(character, '?')}: JavaScript {ours[cp]}, Python {python}")
     assert pre_tokenize("x" + "\u3000") == ["x"]  # the classes mean what this test reads
     assert not different, f"{len(different)} differ, e.g. {different[:5]}"
-    print(f"Unicode {unicodedata.unidata_version} (Python {sys.version.split()[0]}): "
-          "every assigned code point splits the same way")
+    print(
+        f"Unicode {unicodedata.unidata_version} (Python {sys.version.split()[0]}): "
+        "every assigned code point splits the same way"
+    )
 
 
 # --- 3. The model in JavaScript, against PyTorch on the same (dequantized) weights ----------
@@ -329,16 +378,14 @@ def translator_tab(browser):
 def test_javascript_translates_as_pytorch(browser, exported, test_set):
     """20 test sentences: logits within LOGIT_TOLERANCE along the greedy output, greedy and
     beam tokens equal; and the speed on a 10-word sentence (printed, never asserted)."""
-    from transformer_book.decoding import beam_search, greedy_decode
-    from transformer_book.masking import subsequent_mask
+    from transformer_book import beam_search, greedy_decode, subsequent_mask
 
     translator, meta = exported
     model = translator.model
     inputs = [test_set[index][0] for index in PARITY]
     timed = next(english for english, _ in test_set if len(english.split()) == 10)
     context, tab, outside, errors = translator_tab(browser)
-    answer = tab.evaluate(RUN_TRANSLATOR, {"inputs": inputs, "timed": timed,
-                                          "repeats": SPEED_REPEATS})
+    answer = tab.evaluate(RUN_TRANSLATOR, {"inputs": inputs, "timed": timed, "repeats": SPEED_REPEATS})
     context.close()
     assert not outside and not errors, (outside, errors)
     worst = 0.0
@@ -366,12 +413,16 @@ def test_javascript_translates_as_pytorch(browser, exported, test_set):
         assert difference <= LOGIT_TOLERANCE, f"{text}: logits differ by {difference:.2e}"
         worst = max(worst, difference)
     speed = answer["speed"]
-    print(f"\nlargest logit difference over {len(inputs)} sentences: {worst:.2e} "
-          f"(tolerance {LOGIT_TOLERANCE:g}; logits up to "
-          f"{max(abs(x) for r in answer['results'] for s in r['logits'] for x in s):.1f})")
-    print(f"speed, {timed!r} ({len(timed.split())} words, {speed['tokens']} tokens out), "
-          f"median of {SPEED_REPEATS} in headless Chromium: greedy {speed['greedy']:.0f} ms, "
-          f"beam 4 {speed['beam']:.0f} ms")
+    print(
+        f"\nlargest logit difference over {len(inputs)} sentences: {worst:.2e} "
+        f"(tolerance {LOGIT_TOLERANCE:g}; logits up to "
+        f"{max(abs(x) for r in answer['results'] for s in r['logits'] for x in s):.1f})"
+    )
+    print(
+        f"speed, {timed!r} ({len(timed.split())} words, {speed['tokens']} tokens out), "
+        f"median of {SPEED_REPEATS} in headless Chromium: greedy {speed['greedy']:.0f} ms, "
+        f"beam 4 {speed['beam']:.0f} ms"
+    )
 
 
 # --- 4. The built page (_build/html/book/playground.html) -------------------------------------
@@ -394,12 +445,11 @@ def test_the_page_translates(browser, exported, width, dark):
     if not (SITE / PAGE).exists():
         pytest.fail(f"{SITE / PAGE} is not built: run `jupyter-book build .` first")
     translator, meta = exported
-    context, tab, outside, errors = local_only_tab(
-        browser, width, dark=dark, console_types=("error", "warning")
-    )
+    context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=("error", "warning"))
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
-    tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
+    # A link to another task (the page opens on the translator): only that task's model loads.
+    tab.goto(f"{serve(str(SITE))}/{PAGE}#task=dates", wait_until="load")
     tab.wait_for_function("() => document.querySelector('#pg-attention svg.marks')")
     assert not [url for url in requested if "translator" in url], "loaded before it was chosen"
     sizes = (PLAYGROUND / "translator.bin").stat().st_size + JSON_PATH.stat().st_size
@@ -422,9 +472,7 @@ def test_the_page_translates(browser, exported, width, dark):
     answer = tab.locator("#pg-answer").inner_text()
     assert "Tatoeba's translation" in answer
     assert "。." not in answer, answer  # a sentence that ends in 。 gets no second full stop
-    assert tab.locator("#pg-beam-title").inner_text() == (
-        "Beam search (4 beams, length penalty α = 0.6)"
-    )
+    assert tab.locator("#pg-beam-title").inner_text() == ("Beam search (4 beams, length penalty α = 0.6)")
     assert tab.locator("#pg-greedy-steps tbody tr").count() == len(greedy_text) + 1  # + </s>
 
     wrong = meta["examples"][meta["example_right"].index(False)]
@@ -448,13 +496,9 @@ def test_the_page_translates(browser, exported, width, dark):
     box.press_sequentially("I love pizza 🍕")  # one key at a time, as a reader types
     chart_state(tab, "I love pizza 🍕")
     assert tab.locator("#pg-results").is_visible() and tab.locator("#pg-message").is_hidden()
-    assert tab.locator("#pg-notice").inner_text() == (
-        'Read as <unk>, unknown to the English vocabulary: "🍕".'
-    )
+    assert tab.locator("#pg-notice").inner_text() == ('Read as <unk>, unknown to the English vocabulary: "🍕".')
     tab.select_option("#pg-kind", "2")  # cross-attention: English tokens against characters
-    tab.wait_for_function(
-        "() => document.querySelector('#pg-attention').textContent.includes('1: love</w>')"
-    )
+    tab.wait_for_function("() => document.querySelector('#pg-attention').textContent.includes('1: love</w>')")
     overflow = tab.evaluate(
         "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
         " document.querySelector('#pg-app').scrollWidth,"

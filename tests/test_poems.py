@@ -159,9 +159,11 @@ def test_the_readme_counts_after_are_the_shipped_poems():
     readme = (DATA / "README.md").read_text(encoding="utf-8")
     after = re.search(r"^\* After \(the shipped file\): (.*)$", readme, flags=re.MULTILINE).group(1)
     total = sum(characters.values())
-    assert after.startswith(f"{total:,} characters of {len(characters):,} types; {len(outside):,} types "
-                            f"outside GB2312, {sum(outside.values()):,} characters "
-                            f"({100 * sum(outside.values()) / total:.2f}%); ")
+    assert after.startswith(
+        f"{total:,} characters of {len(characters):,} types; {len(outside):,} types "
+        f"outside GB2312, {sum(outside.values()):,} characters "
+        f"({100 * sum(outside.values()) / total:.2f}%); "
+    )
     assert f"{len(basic):,} types, {sum(basic.values()):,} characters " in after
     top = sorted(outside.items(), key=lambda item: (-item[1], item[0]))[:10]
     assert after.endswith("Most frequent: " + ", ".join(f"{c} {n}" for c, n in top) + ".")

@@ -47,7 +47,9 @@ def test_large_positions_stay_accurate():
 def test_shift_by_k_is_one_rotation_everywhere(k):
     table = sinusoidal_table(200, 32).double()
     sines, cosines = table[k, 0::2], table[k, 1::2]
-    rotation = torch.block_diag(*[torch.tensor([[c, s], [-s, c]], dtype=torch.float64) for s, c in zip(sines.tolist(), cosines.tolist())])
+    rotation = torch.block_diag(
+        *[torch.tensor([[c, s], [-s, c]], dtype=torch.float64) for s, c in zip(sines.tolist(), cosines.tolist())]
+    )
     assert torch.allclose(table[:-k] @ rotation.T, table[k:], atol=1e-5)
 
 
@@ -156,8 +158,11 @@ def test_embeddings_refuse_nonpositive_sizes(vocab_size, d_model):
 @pytest.mark.parametrize("token", [10, 57, -1])
 def test_token_ids_outside_the_vocabulary_are_refused_naming_them(token):
     embeddings = Embeddings(vocab_size=10, d_model=8)
-    with pytest.raises(ValueError, match=rf"tokens must be token ids in \[0, vocab_size=10\); got values from "
-                                         rf"{min(token, 3)} to {max(token, 3)}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"tokens must be token ids in \[0, vocab_size=10\); got values from "
+        rf"{min(token, 3)} to {max(token, 3)}",
+    ):
         embeddings(torch.tensor([[3, token]]))
 
 
@@ -188,11 +193,17 @@ def test_dropout_that_is_not_a_number_is_a_type_error(dropout):
         check_dropout(dropout)
 
 
-@pytest.mark.parametrize("sizes, message", [
-    ({"d_model": 0}, "d_model must be positive; got d_model=0"),
-    ({"d_model": 8, "d_ff": -1}, "d_model and d_ff must be positive; got d_model=8, d_ff=-1"),
-    ({"layers": 2, "heads": 0, "d_model": 0}, "layers, heads and d_model must be positive; got layers=2, heads=0, d_model=0"),
-])
+@pytest.mark.parametrize(
+    "sizes, message",
+    [
+        ({"d_model": 0}, "d_model must be positive; got d_model=0"),
+        ({"d_model": 8, "d_ff": -1}, "d_model and d_ff must be positive; got d_model=8, d_ff=-1"),
+        (
+            {"layers": 2, "heads": 0, "d_model": 0},
+            "layers, heads and d_model must be positive; got layers=2, heads=0, d_model=0",
+        ),
+    ],
+)
 def test_nonpositive_sizes_are_refused_naming_every_size(sizes, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         check_positive(**sizes)

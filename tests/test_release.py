@@ -48,8 +48,9 @@ CONFIG = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
 
 def pages_url() -> str:
     """GitHub Pages' address of the repository in _config.yml: https://OWNER.github.io/REPO/."""
-    owner, name = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?",
-                               CONFIG["repository"]["url"]).groups()
+    owner, name = re.fullmatch(
+        r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", CONFIG["repository"]["url"]
+    ).groups()
     return f"https://{owner.lower()}.github.io/{name}/"
 
 
@@ -97,8 +98,7 @@ def light_install_block() -> str:
 def test_readme_light_install_is_the_checked_command():
     block = light_install_block()
     url = CONFIG["repository"]["url"].rstrip("/")
-    assert block.splitlines()[:3] == [f"git clone {url}.git", f"cd {url.rsplit('/', 1)[1]}",
-                                      "python3 -m venv .venv"]
+    assert block.splitlines()[:3] == [f"git clone {url}.git", f"cd {url.rsplit('/', 1)[1]}", "python3 -m venv .venv"]
     for line in LIGHT_INSTALL:
         assert line in block.splitlines()
     assert KERNEL_LINE.search(block)
@@ -120,8 +120,9 @@ def requirement_closure(roots: list[str]) -> set[str]:
         seen.add(name)
         for text in distribution.requires or []:
             needed = Requirement(text)
-            if needed.marker is None or any(needed.marker.evaluate({"extra": extra})
-                                            for extra in ["", *requirement.extras]):
+            if needed.marker is None or any(
+                needed.marker.evaluate({"extra": extra}) for extra in ["", *requirement.extras]
+            ):
                 todo.append(needed)
     return seen
 
@@ -156,12 +157,15 @@ def test_the_light_install_covers_every_import_of_every_chapter():
         for cell in nbformat.read(notebook, as_version=4).cells:
             if cell.cell_type != "code":
                 continue
-            source = "\n".join(line for line in cell.source.splitlines()
-                               if not line.lstrip().startswith(("%", "!")))
+            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
             for node in ast.walk(ast.parse(source)):
-                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                         else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
-                         else [])
+                names = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0
+                    else []
+                )
                 for name in names:
                     top = name.split(".")[0]
                     if top in sys.stdlib_module_names:
@@ -174,8 +178,7 @@ def test_the_light_install_covers_every_import_of_every_chapter():
 
 def test_the_kernel_registration_line_works(tmp_path):
     arguments = KERNEL_LINE.search(light_install_block()).group(1)
-    command = [sys.executable, "-m", "ipykernel", "install", "--user",
-               *re.findall(r'"[^"]*"|\S+', arguments)]
+    command = [sys.executable, "-m", "ipykernel", "install", "--user", *re.findall(r'"[^"]*"|\S+', arguments)]
     command = [part.strip('"') for part in command]
     # --user writes to Jupyter's data folder: here a temporary one.
     environment = {"PATH": "/usr/bin:/bin", "JUPYTER_DATA_DIR": str(tmp_path), "HOME": str(tmp_path)}
@@ -243,8 +246,12 @@ def test_project_metadata_points_at_the_book():
     citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
     assert citation["repository-code"] == url and citation["url"] == pages_url()
     classifiers = project["classifiers"]
-    for prefix in ("Framework :: Jupyter", "Intended Audience :: Education", "Topic :: Education",
-                   "Topic :: Scientific/Engineering :: Artificial Intelligence"):
+    for prefix in (
+        "Framework :: Jupyter",
+        "Intended Audience :: Education",
+        "Topic :: Education",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ):
         assert prefix in classifiers, prefix
     assert project["authors"] and project["keywords"]
 
@@ -269,8 +276,9 @@ def test_the_lock_is_labelled_by_who_needs_what():
     reader = requirement_closure(LIGHT)
     build = requirement_closure(["jupyter-book"]) - reader
     expected = {name: 0 if name in reader else 1 if name in build else 2 for name in lock}
-    misplaced = {lock[name][1]: ("reader", "build", "tests")[part]
-                 for name, part in expected.items() if lock[name][0] != part}
+    misplaced = {
+        lock[name][1]: ("reader", "build", "tests")[part] for name, part in expected.items() if lock[name][0] != part
+    }
     assert misplaced == {}, f"move these lines to the part named: {misplaced}"
 
 
@@ -287,7 +295,7 @@ def test_every_chapter_setup_cell_is_pinned_to_the_commit(monkeypatch):
         assert count == 1, notebook.name
         assert pin_release.is_chapter(f"book/{notebook.stem}")
         setup = next(cell for cell in nbformat.reads(text, as_version=4).cells if cell.cell_type == "code")
-        assert setup.source == sync_repo_url.setup_source().replace(f"@{branch}\"", f"@{COMMIT}\"")
+        assert setup.source == sync_repo_url.setup_source().replace(f'@{branch}"', f'@{COMMIT}"')
     # In Colab the pinned cell installs the commit.
     calls = []
     monkeypatch.setitem(sys.modules, "google.colab", object())
@@ -299,7 +307,9 @@ def test_every_chapter_setup_cell_is_pinned_to_the_commit(monkeypatch):
 def test_pinning_touches_only_the_branch_and_refuses_what_it_cannot_pin(tmp_path):
     url, branch = pin_release.repository(REPO_ROOT)
     assert pin_release.pin(f"git+{url}@{branch}2 git+{url}@{branch}", url, branch, "v1.0.0") == (
-        f"git+{url}@{branch}2 git+{url}@v1.0.0", 1)
+        f"git+{url}@{branch}2 git+{url}@v1.0.0",
+        1,
+    )
     with pytest.raises(ValueError):
         pin_release.pin("", url, branch, "; rm -rf /")
     sources = tmp_path / "_sources" / "book"
@@ -322,8 +332,12 @@ def test_the_extension_is_registered():
 
 
 def schema_complaints(schema: str, path: Path) -> str:
-    result = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return "" if result.returncode == 0 else result.stdout + result.stderr
 
 

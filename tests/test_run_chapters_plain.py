@@ -17,25 +17,32 @@ def test_a_chapter_run_without_jupyter_prints_what_it_stored():
 
 def _notebook(tmp_path, cells):
     path = tmp_path / "99_toy.ipynb"
-    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
-                                "nbformat_minor": 5}), encoding="utf-8")
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
     return path
 
 
 def _code(source, printed="", tags=()):
     outputs = [{"output_type": "stream", "name": "stdout", "text": [printed]}] if printed else []
-    return {"cell_type": "code", "source": [source], "metadata": {"tags": list(tags)},
-            "outputs": outputs, "execution_count": 1}
+    return {
+        "cell_type": "code",
+        "source": [source],
+        "metadata": {"tags": list(tags)},
+        "outputs": outputs,
+        "execution_count": 1,
+    }
 
 
 def test_an_exception_stops_the_chapter_and_a_difference_is_listed(tmp_path):
-    path = _notebook(tmp_path, [
-        _code("x = 2\nx + 1", printed=""),          # returns 3: stored nothing -> a difference
-        _code("print('kept')", printed="kept\n"),
-        _code("print('other')", printed="x\n", tags=["nbval-ignore-output"]),  # not compared
-        _code("1 / 0"),
-        _code("print('never')", printed="never\n"),
-    ])
+    path = _notebook(
+        tmp_path,
+        [
+            _code("x = 2\nx + 1", printed=""),  # returns 3: stored nothing -> a difference
+            _code("print('kept')", printed="kept\n"),
+            _code("print('other')", printed="x\n", tags=["nbval-ignore-output"]),  # not compared
+            _code("1 / 0"),
+            _code("print('never')", printed="never\n"),
+        ],
+    )
     report = run_plain(path, [])
     assert len(report["differences"]) == 1 and "cell 0" in report["differences"][0]
     assert len(report["errors"]) == 1 and "cell 3" in report["errors"][0]
@@ -44,8 +51,9 @@ def test_an_exception_stops_the_chapter_and_a_difference_is_listed(tmp_path):
 
 
 def test_seed_option_sets_the_seed_cell(tmp_path):
-    path = _notebook(tmp_path, [_code("seed = 0  # every random number below follows from this seed\n"
-                                      "print(seed)", printed="0\n")])
+    path = _notebook(
+        tmp_path, [_code("seed = 0  # every random number below follows from this seed\nprint(seed)", printed="0\n")]
+    )
     assert run_plain(path, [])["outputs"] == {"0": "0\n"}
     assert run_plain(path, [], seed=3)["outputs"] == {"0": "3\n"}
 
@@ -58,11 +66,16 @@ def test_device_option_fails_a_chapter_run_elsewhere(tmp_path):
 
 
 def test_kernels_option_runs_with_another_cpus_kernels(tmp_path):
-    path = _notebook(tmp_path, [_code("import torch\nprint(torch.backends.cpu.get_cpu_capability())",
-                                      printed="DEFAULT\n")])
+    path = _notebook(
+        tmp_path, [_code("import torch\nprint(torch.backends.cpu.get_cpu_capability())", printed="DEFAULT\n")]
+    )
     report = tmp_path / "report.json"
-    finished = subprocess.run([sys.executable, str(runner.__file__), str(path), "--kernels", "default",
-                               "--json", str(report)], capture_output=True, text=True, check=False)
+    finished = subprocess.run(
+        [sys.executable, str(runner.__file__), str(path), "--kernels", "default", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert json.loads(report.read_text())["99_toy.ipynb"]["outputs"] == {"0": "DEFAULT\n"}
     assert runner.KERNEL_PATHS["default"]["ATEN_CPU_CAPABILITY"] == "default"
@@ -73,14 +86,23 @@ def test_the_simulated_device_run_compares_chart_data_as_nbval_does():
 
     def chart(values):
         html = f'<div id="altair-viz-{"0" * 32}"></div><script>{{"data": {values}}}</script>'
-        return {"cell_type": "code", "source": [], "metadata": {}, "outputs": [
-            {"output_type": "execute_result", "data": {"text/plain": ["alt.Chart(...)"], "text/html": [html]},
-             "metadata": {}, "execution_count": 1}]}
+        return {
+            "cell_type": "code",
+            "source": [],
+            "metadata": {},
+            "outputs": [
+                {
+                    "output_type": "execute_result",
+                    "data": {"text/plain": ["alt.Chart(...)"], "text/html": [html]},
+                    "metadata": {},
+                    "execution_count": 1,
+                }
+            ],
+        }
 
     rules = sanitizers()
     stored, moved = chart("[0.0, 0.3]"), chart("[-0.0, 0.3]")
     assert compared_text(stored, rules) == compared_text(moved, rules) == "alt.Chart(...)"
     assert compared_text(stored, rules, charts=True) != compared_text(moved, rules, charts=True)
-    difference = first_difference(compared_text(stored, rules, charts=True),
-                                  compared_text(moved, rules, charts=True))
+    difference = first_difference(compared_text(stored, rules, charts=True), compared_text(moved, rules, charts=True))
     assert "-0.0" in difference and "altair-viz-ID" in compared_text(stored, rules, charts=True)

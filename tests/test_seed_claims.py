@@ -14,8 +14,9 @@ def markdown(chapter: str) -> str:
 
 def test_chapter_4s_range_over_five_other_seeds_is_measured():
     chapter = "04_add_and_norm.ipynb"
-    claimed = re.search(r"layer 12's gradient was (\d\.\d\d) to (\d\.\d\d) times layer 1's",
-                        " ".join(markdown(chapter).split()))
+    claimed = re.search(
+        r"layer 12's gradient was (\d\.\d\d) to (\d\.\d\d) times layer 1's", " ".join(markdown(chapter).split())
+    )
     assert claimed, "the prose no longer states the range over other seeds"
     ratios = []
     for seed in range(1, 6):

@@ -123,7 +123,9 @@ def fake_python(folder: Path, version: str | None = None, without_venv: bool = F
     site.mkdir(parents=True)
     if version:
         major, minor, micro = map(int, version.split("."))
-        (site / "sitecustomize.py").write_text(f"import sys\nsys.version_info = ({major}, {minor}, {micro}, 'final', 0)\n")
+        (site / "sitecustomize.py").write_text(
+            f"import sys\nsys.version_info = ({major}, {minor}, {micro}, 'final', 0)\n"
+        )
     if without_venv:
         (site / "ensurepip.py").write_text("raise ImportError('no ensurepip: python3-venv is not installed')\n")
     wrapper = folder / "python"
@@ -161,7 +163,9 @@ SUPPORTED_TEXT = README_LINE.search(README).group(1) if README_LINE.search(READM
 def test_unsupported_python_stops_at_once_with_one_line(project, tmp_path, version):
     python = fake_python(tmp_path / "fake", version=version)
     result = run_setup(project, python)
-    assert_one_line_stop(result, project, f"Python {version}", SUPPORTED_TEXT, "PYTHON=python3.12 bash scripts/build.sh")
+    assert_one_line_stop(
+        result, project, f"Python {version}", SUPPORTED_TEXT, "PYTHON=python3.12 bash scripts/build.sh"
+    )
 
 
 def test_missing_interpreter_stops_with_one_line(project):
@@ -192,16 +196,27 @@ def test_existing_venv_of_another_python_is_named(project, tmp_path):
 def test_setup_cell_stops_without_the_package_and_gives_the_install_line(tmp_path):
     # `python -S` has no site-packages: neither the companion package nor torch/altair/pandas.
     source = sync_repo_url.setup_source()
-    result = subprocess.run([sys.executable, "-S", "-c", source], check=False, cwd=tmp_path,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", source], check=False, cwd=tmp_path, capture_output=True, text=True
+    )
     assert result.returncode == 1
     assert "This chapter needs the book's companion package" in result.stderr
     assert sync_repo_url.install_line() in result.stderr
     # What Jupyter shows instead of a traceback: the message alone.
     shown = subprocess.run(
-        [sys.executable, "-S", "-c", (f"try:\n    exec({source!r})\nexcept ModuleNotFoundError as error:"
-         "\n    print(error._render_traceback_())")],
-        check=False, cwd=tmp_path, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            (
+                f"try:\n    exec({source!r})\nexcept ModuleNotFoundError as error:"
+                "\n    print(error._render_traceback_())"
+            ),
+        ],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     [line] = eval(shown.stdout)
     assert line.startswith("This chapter needs") and line.endswith(sync_repo_url.install_line())

@@ -9,13 +9,23 @@ import pytest
 
 DATA = files("transformer_book") / "data"
 SHIPPED = {  # file: (SHA-256 of the decompressed text, what the README must credit)
-    "tang_poems.txt.xz": ("0da0e5f1677fe0675eb64b7ccd062f57c62e69f9f1039f88361f1e13d6a7151d",
-                          ("chinese-poetry", "JackeyGao", "MIT", "tang_poems_LICENSE.txt", "OpenCC",
-                           "tang_poems_variants.tsv", "char-converter 0.51",
-                           "creativecommons.org/licenses/by-sa/4.0")),
-    "tatoeba_cmn.tsv.xz": ("56541140bd3d99109f7dbba6c4407564223af5e31842865ceaae434ad7a264df",
-                           ("Tatoeba", "ManyThings.org", "creativecommons.org/licenses/by/2.0/fr",
-                            "Simplified")),
+    "tang_poems.txt.xz": (
+        "0da0e5f1677fe0675eb64b7ccd062f57c62e69f9f1039f88361f1e13d6a7151d",
+        (
+            "chinese-poetry",
+            "JackeyGao",
+            "MIT",
+            "tang_poems_LICENSE.txt",
+            "OpenCC",
+            "tang_poems_variants.tsv",
+            "char-converter 0.51",
+            "creativecommons.org/licenses/by-sa/4.0",
+        ),
+    ),
+    "tatoeba_cmn.tsv.xz": (
+        "56541140bd3d99109f7dbba6c4407564223af5e31842865ceaae434ad7a264df",
+        ("Tatoeba", "ManyThings.org", "creativecommons.org/licenses/by/2.0/fr", "Simplified"),
+    ),
 }
 
 

@@ -17,22 +17,31 @@ TESTS = Path(__file__).parent
 def notebook(*cells: tuple[str, str]) -> dict:
     """A notebook of code cells, each (source, the text it printed when it was run)."""
     return {
-        "cells": [{"cell_type": "code", "execution_count": n, "id": f"c{n}", "metadata": {},
-                   "source": source,
-                   "outputs": [{"name": "stdout", "output_type": "stream", "text": printed}]
-                   if printed else []}
-                  for n, (source, printed) in enumerate(cells, 1)],
-        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": n,
+                "id": f"c{n}",
+                "metadata": {},
+                "source": source,
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": printed}] if printed else [],
+            }
+            for n, (source, printed) in enumerate(cells, 1)
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
 
 
-DEVICE_CELL = (('import torch\n'
-               'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
-               'print(device.type)'), "cuda\n")
-ON_DEVICE = (("x = torch.zeros(3, device=device)\n"
-             "for _ in range(120):\n"
-             "    x = x + 1\n"
-             "print(x.cpu().tolist())"), "[120.0, 120.0, 120.0]\n")
+DEVICE_CELL = (
+    ('import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nprint(device.type)'),
+    "cuda\n",
+)
+ON_DEVICE = (
+    ("x = torch.zeros(3, device=device)\nfor _ in range(120):\n    x = x + 1\nprint(x.cpu().tolist())"),
+    "[120.0, 120.0, 120.0]\n",
+)
 
 
 def run_nbval(folder: Path, **notebooks: dict) -> str:
@@ -40,16 +49,37 @@ def run_nbval(folder: Path, **notebooks: dict) -> str:
         (folder / f"{name}.ipynb").write_text(json.dumps(content), encoding="utf-8")
     # the plugin, as tests/conftest.py registers it
     (folder / "conftest.py").write_text(
-        "from simulated_nbval import register\n\n"
-        "def pytest_configure(config):\n"
-        "    register(config)\n",
-        encoding="utf-8")
-    environment = {**os.environ, VARIABLE: "native",
-                   "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent / "tools")])}
+        "from simulated_nbval import register\n\ndef pytest_configure(config):\n    register(config)\n",
+        encoding="utf-8",
+    )
+    environment = {
+        **os.environ,
+        VARIABLE: "native",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent / "tools")]),
+    }
     finished = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
-         "--nbval", "--nbval-current-env", "--rootdir", str(folder), str(folder)],
-        cwd=folder, env=environment, capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--nbval",
+            "--nbval-current-env",
+            "--rootdir",
+            str(folder),
+            str(folder),
+        ],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     return finished.stdout + finished.stderr
 
 

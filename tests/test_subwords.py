@@ -23,8 +23,7 @@ from transformer_book import (
     word_symbols,
 )
 
-TOY = ["low low low low low", "lower lower", "newest newest newest newest newest newest",
-       "widest widest widest"]
+TOY = ["low low low low low", "lower lower", "newest newest newest newest newest newest", "widest widest widest"]
 
 
 def test_pre_tokenize_and_word_symbols():

@@ -89,15 +89,11 @@ def test_held_out_dates_are_disjoint_from_training():
 
 def test_batch_shapes_padding_and_start_end():
     task = dates_task()
-    source, target = task.batch(
-        [("7 Mar 1987", "1987-03-07"), ("22 Nov 2026", "2026-11-22")]
-    )
+    source, target = task.batch([("7 Mar 1987", "1987-03-07"), ("22 Nov 2026", "2026-11-22")])
     assert source.shape == (2, 11) and target.shape == (2, 12)
     assert source.dtype == torch.long and target.dtype == torch.long
     vocab = task.target_vocab
-    assert (
-        target[0, 0].item() == vocab.start_id and target[0, 11].item() == vocab.end_id
-    )
+    assert target[0, 0].item() == vocab.start_id and target[0, 11].item() == vocab.end_id
     assert source[0, 10].item() == vocab.pad_id  # "7 Mar 1987" is 10 characters
     assert vocab.decode(target[0]) == "1987-03-07"
     assert task.source_vocab.decode(source[1]) == "22 Nov 2026"
@@ -107,9 +103,7 @@ def test_batch_rejects_too_long_input():
     task = dates_task()
     with pytest.raises(ValueError, match="allows 11"):
         task.batch([("22 Nov 20266", "2026-11-22")])
-    word_task = Task(
-        "w", Vocabulary("ab"), Vocabulary("ab"), 2, 1, lambda rng: ("a", "b")
-    )
+    word_task = Task("w", Vocabulary("ab"), Vocabulary("ab"), 2, 1, lambda rng: ("a", "b"))
     with pytest.raises(ValueError, match="allows 1"):
         word_task.batch([("a", "bb")])
 

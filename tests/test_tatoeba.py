@@ -85,23 +85,23 @@ def test_english_keys_ignore_case_punctuation_spacing_and_contractions():
 def crossing_twins(sides: dict[str, list[str]]) -> list[str]:
     """The sentences of one side that share a normalised English form, or a normalised
     translation, with a sentence of another side (computed from the keys, not the groups)."""
-    translations = {english: refs for name in ("train", "dev", "test")
-                    for english, refs in tatoeba_split(name)}
+    translations = {english: refs for name in ("train", "dev", "test") for english, refs in tatoeba_split(name)}
     found = []
     names = list(sides)
     for index, name in enumerate(names):
-        others = [english for other in names[index + 1:] for english in sides[other]]
+        others = [english for other in names[index + 1 :] for english in sides[other]]
         keys = {key for english in others for key in english_keys(english)}
         chinese = {bare(ref) for english in others for ref in translations[english]}
-        found += [english for english in sides[name]
-                  if english_keys(english) & keys
-                  or {bare(ref) for ref in translations[english]} & chinese]
+        found += [
+            english
+            for english in sides[name]
+            if english_keys(english) & keys or {bare(ref) for ref in translations[english]} & chinese
+        ]
     return found
 
 
 def test_no_normalised_twin_crosses_sides_of_the_split_by_meaning():
-    sides = {name: [english for english, _ in tatoeba_split(name, by="meaning")]
-             for name in ("test", "dev", "train")}
+    sides = {name: [english for english, _ in tatoeba_split(name, by="meaning")] for name in ("test", "dev", "train")}
     assert crossing_twins(sides) == []
     grouped = sorted(english for group in twin_groups() for english in group)
     assert grouped == sorted(english for side in sides.values() for english in side)
@@ -111,8 +111,7 @@ def test_the_twin_check_fails_on_the_split_by_sentence():
     """The split by English sentence (the shipped translator's until it was retrained on the split
     by meaning) puts twins on both sides: the check above must see them (204 test sentences with a twin in dev or
     train; chapter 13 counts the 203 with one in train)."""
-    sides = {name: [english for english, _ in tatoeba_split(name, by="sentence")]
-             for name in ("test", "dev", "train")}
+    sides = {name: [english for english, _ in tatoeba_split(name, by="sentence")] for name in ("test", "dev", "train")}
     crossing = crossing_twins(sides)
     test_side = set(sides["test"])
     assert len([english for english in crossing if english in test_side]) == 204

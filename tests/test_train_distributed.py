@@ -67,9 +67,7 @@ def runs(tmp_path_factory):
     fsdp = [*COMMON, "--strategy", "fsdp"]
     found = {
         tool.REFERENCE: train_distributed([*COMMON, "--accumulate", "2"]),
-        "1 process, per-batch mean": train_distributed(
-            [*COMMON, "--accumulate", "2", "--normalise", "per_batch"]
-        ),
+        "1 process, per-batch mean": train_distributed([*COMMON, "--accumulate", "2", "--normalise", "per_batch"]),
         "1 process, bf16": train_distributed([*COMMON, "--accumulate", "2", "--precision", "bf16"]),
     }
     found |= launch_runs({
@@ -153,9 +151,14 @@ def test_the_record_agrees_with_itself_and_a_changed_run_is_found():
 
 def test_micro_batches_cover_the_stream_once_in_the_same_steps():
     for world_size, accumulate in ((1, 4), (2, 2), (4, 1)):
-        read = [[micro_batch_index(step, micro, rank, world_size, accumulate)
-                 for rank in range(world_size) for micro in range(accumulate)]
-                for step in range(3)]
+        read = [
+            [
+                micro_batch_index(step, micro, rank, world_size, accumulate)
+                for rank in range(world_size)
+                for micro in range(accumulate)
+            ]
+            for step in range(3)
+        ]
         assert [sorted(indices) for indices in read] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
 
 

@@ -19,13 +19,14 @@ EIGHT = [FOUR[0] + FOUR[1], FOUR[1] + FOUR[0]]
 
 @pytest.fixture()
 def toy(monkeypatch):
-    monkeypatch.setattr(poems, "poem_split",  # the sweeps name their split: by="poem"
-                        lambda name, by: FOUR + EIGHT if name == "train" else EIGHT[::-1] + FOUR[:1])
+    monkeypatch.setattr(
+        poems,
+        "poem_split",  # the sweeps name their split: by="poem"
+        lambda name, by: FOUR + EIGHT if name == "train" else EIGHT[::-1] + FOUR[:1],
+    )
     monkeypatch.setattr(sweep, "SIZE", dict(d_model=16, heads=4, layers=1))
-    monkeypatch.setattr(sweep, "MODERN", dict(sweep.SIZE, kv_heads=2, tie_embeddings=True,
-                                              max_len=64))
-    monkeypatch.setattr(length, "SIZE", dict(d_model=16, heads=4, layers=1,
-                                             tie_embeddings=True))
+    monkeypatch.setattr(sweep, "MODERN", dict(sweep.SIZE, kv_heads=2, tie_embeddings=True, max_len=64))
+    monkeypatch.setattr(length, "SIZE", dict(d_model=16, heads=4, layers=1, tie_embeddings=True))
 
 
 def test_sweeps_are_seeded_and_check_finds_a_change(toy, tmp_path, monkeypatch):
@@ -59,7 +60,12 @@ def test_each_arm_builds_what_it_names(toy):
     assert configs["layernorm"].norm == "layer" and configs["gelu"].feed_forward == "gelu"
     assert configs["learned"].positions == "learned" and configs["modern"].positions == "rotary"
     assert {length.build(arm, 30).config.positions for arm in length.ARMS} == {
-        "sinusoidal", "learned", "rotary", "alibi", "none"}
+        "sinusoidal",
+        "learned",
+        "rotary",
+        "alibi",
+        "none",
+    }
     with pytest.raises(ValueError, match=r"arm must be one of .*got 'swish'"):
         sweep.build("swish", 30)
     with pytest.raises(ValueError, match=r"arm must be one of .*got 'rope'"):
@@ -74,7 +80,7 @@ def test_the_length_sweep_scores_a_learned_table_only_where_it_has_rows(toy, tmp
         assert len(by_position) == length.PREDICTIONS == 49
         known = [value for value in by_position if value is not None]
         if arm == "learned":  # rows 0..25: predictions at positions 0..24
-            assert by_position[length.TRAIN_LEN - 1:] == [None] * 24
+            assert by_position[length.TRAIN_LEN - 1 :] == [None] * 24
             assert len(known) == length.TRAIN_LEN - 1
         else:
             assert len(known) == 49 and all(value > 0 for value in known)
@@ -89,7 +95,6 @@ def test_loss_by_position_is_the_mean_over_poems_at_each_position():
     batch[2, 6:] = 0  # padding: left out of positions 5 and 6
     got = length.loss_by_position(model, batch, 0, 7)
     logits = model(batch)[:, :-1]
-    each = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:],
-                                             reduction="none")
+    each = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")
     assert got[0] == round(each[:, 0].mean().item(), 4)
     assert got[6] == round(each[:2, 6].mean().item(), 4)

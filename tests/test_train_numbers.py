@@ -27,8 +27,7 @@ def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, t
     assert saved["environment"] == record["environment"] == environment()
     other = {**environment(), "torch": "2.13.0+cu130"}
     torch.save({**saved, "environment": other}, second / tool.WEIGHTS_FILE)
-    (second / tool.RUNS_FILE).write_text(json.dumps({**record, "environment": other}),
-                                         encoding="utf-8")
+    (second / tool.RUNS_FILE).write_text(json.dumps({**record, "environment": other}), encoding="utf-8")
     assert tool.differences(second, first) == []
 
     name = next(iter(saved["checkpoints"][6]))

@@ -17,8 +17,15 @@ from transformer_book import poet as recipe
 def toy(monkeypatch):
     monkeypatch.setattr(recipe, "POET_CONFIG", {"max_len": 64, "d_model": 16, "heads": 2, "layers": 1})
     monkeypatch.setattr(tool, "SAMPLES", 3)
-    monkeypatch.setattr(recipe, "poem_split", lambda name: ["白日依山尽，黄河入海流。"] * 4
-                        if name == "held-out" else ["床前明月光，疑是地上霜。", "春眠不觉晓，处处闻啼鸟。"])
+    monkeypatch.setattr(
+        recipe,
+        "poem_split",
+        lambda name: (
+            ["白日依山尽，黄河入海流。"] * 4
+            if name == "held-out"
+            else ["床前明月光，疑是地上霜。", "春眠不觉晓，处处闻啼鸟。"]
+        ),
+    )
 
 
 def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, monkeypatch):
@@ -80,8 +87,7 @@ class _EagerToEnd(recipe.GPT):
 def test_a_poem_is_never_empty():
     vocab = recipe.PoemVocabulary(list("白日依山尽，。"))
     torch.manual_seed(0)
-    model = _EagerToEnd(recipe.GPTConfig(len(vocab), max_len=16, d_model=8, heads=2,
-                                         layers=1))
+    model = _EagerToEnd(recipe.GPTConfig(len(vocab), max_len=16, d_model=8, heads=2, layers=1))
     poet = recipe.Poet(model, vocab)
     for seed in range(5):  # <s> is forbidden first, then drawn at once
         assert len(poet.write(seed=seed)) == 1

@@ -18,8 +18,9 @@ def toy(monkeypatch):
     recipe = tool.translation  # train_recipe reads its settings from the module
     settings = dict(recipe.TRANSLATION_TRAINING, epochs=2, num_merges=30, max_steps=3, keep_last=2)
     monkeypatch.setattr(recipe, "TRANSLATION_TRAINING", settings)
-    monkeypatch.setattr(recipe, "TRANSLATION_CONFIG", dict(recipe.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2,
-                                                            max_len=64))
+    monkeypatch.setattr(
+        recipe, "TRANSLATION_CONFIG", dict(recipe.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2, max_len=64)
+    )
     monkeypatch.setattr(tool, "BEAM", {"beam_size": 2, "alpha": 0.6})
     return small
 
@@ -57,8 +58,11 @@ def test_two_runs_write_identical_files_and_a_change_is_found(toy, tmp_path):
     runs["runs"][tool.SHIPPED_RUN]["test"]["last beam"][0] += "!"
     (second / tool.RUNS_FILE).write_text(json.dumps(runs), encoding="utf-8")
     found = tool.differences(second, first, first)
-    assert found == [tool.MERGES_FILE, f"{tool.TRANSLATOR_WEIGHTS}: tensor {name}",
-                     f"{tool.RUNS_FILE}: histories or translations"]
+    assert found == [
+        tool.MERGES_FILE,
+        f"{tool.TRANSLATOR_WEIGHTS}: tensor {name}",
+        f"{tool.RUNS_FILE}: histories or translations",
+    ]
 
 
 def test_another_seed_trains_another_model_and_needs_its_own_folder(toy, tmp_path, capsys):

@@ -32,9 +32,7 @@ def test_dates_config_is_small():
 
 def test_training_is_seeded_and_runs_exactly_the_steps():
     task = dates_task()
-    first, history = train_model(
-        task, 6, seed=1, config=TINY, batch_size=8, log_every=2
-    )
+    first, history = train_model(task, 6, seed=1, config=TINY, batch_size=8, log_every=2)
     second, _ = train_model(task, 6, seed=1, config=TINY, batch_size=8, log_every=2)
     assert [row["step"] for row in history] == [2, 4, 6]
     assert set(history[0]) >= {"step", "loss", "lr"}
@@ -46,9 +44,7 @@ def test_training_is_seeded_and_runs_exactly_the_steps():
 
 
 def test_overrides_reach_make_model():
-    model, _ = train_model(
-        dates_task(), 1, config=TINY, batch_size=4, d_model=8, d_ff=16
-    )
+    model, _ = train_model(dates_task(), 1, config=TINY, batch_size=4, d_model=8, d_ff=16)
     assert model.generator.proj.in_features == 8
 
 
@@ -64,9 +60,7 @@ def greedy_exact(model, task, pairs):
     with torch.no_grad():
         memory = model.encode(source, padding_mask(source, 0))
         for _ in range(target.size(1) - 1):
-            hidden = model.decode(
-                memory, padding_mask(source, 0), tokens, subsequent_mask(tokens.size(1))
-            )
+            hidden = model.decode(memory, padding_mask(source, 0), tokens, subsequent_mask(tokens.size(1)))
             next_token = model.generator(hidden[:, -1]).argmax(-1, keepdim=True)
             tokens = torch.cat([tokens, next_token], dim=1)
     labels = target[:, 1:]  # (batch, target + 1): the text, </s>, then padding
@@ -123,9 +117,8 @@ def test_shipped_weights_equal_the_playgrounds_and_record_their_training():
 
     import playground_files  # tools/ is on the path (pytest's pythonpath)
     from transformer_book import DATES_CONFIG, DATES_TRAINING, pretrained_dates_model
-    playground, meta = playground_files.load_model(
-        playground_files.OUT_DIR / "dates.json"
-    )
+
+    playground, meta = playground_files.load_model(playground_files.OUT_DIR / "dates.json")
     ours, _ = pretrained_dates_model()
     for name, value in ours.state_dict().items():
         assert torch.equal(value, playground.state_dict()[name]), name

@@ -35,7 +35,9 @@ def test_spread_is_the_lowest_and_highest_recorded_figure():
 
 
 def test_bad_names_are_refused_with_what_is_recorded():
-    with pytest.raises(ValueError, match=r"run must be one of \['ablations', 'dates', 'numbers', 'poems'\]; got run='date'"):
+    with pytest.raises(
+        ValueError, match=r"run must be one of \['ablations', 'dates', 'numbers', 'poems'\]; got run='date'"
+    ):
         training_spread("date", "last loss")
     with pytest.raises(ValueError, match=r"figure must be one of .*'last loss'.*; got figure='loss'"):
         training_spread("numbers", "loss")

@@ -144,7 +144,12 @@ def test_training_lowers_the_loss_and_keeps_checkpoints(small_pairs):
     translator = Translator.untrained(small_pairs, read_merges()[:100], config)
     before = mean_token_loss(translator, small_pairs)
     history, checkpoints = train_translator(
-        translator, small_pairs, 3, max_tokens=600, warmup_steps=20, keep_last=2,
+        translator,
+        small_pairs,
+        3,
+        max_tokens=600,
+        warmup_steps=20,
+        keep_last=2,
         on_epoch=lambda epoch, t: {"seen": epoch},
     )
     assert [record["epoch"] for record in history] == [1, 2, 3]
@@ -184,8 +189,9 @@ def test_train_recipe_is_the_recipe_by_hand(small_pairs, monkeypatch):
 
     torch.manual_seed(TRANSLATION_TRAINING["seed"])
     by_hand = Translator.untrained(small_pairs, merges)
-    _, checkpoints = train_translator(by_hand, small_pairs, 3, max_tokens=600, warmup_steps=1000, smoothing=0.1,
-                                      seed=0, keep_last=2)
+    _, checkpoints = train_translator(
+        by_hand, small_pairs, 3, max_tokens=600, warmup_steps=1000, smoothing=0.1, seed=0, keep_last=2
+    )
     expected = average_checkpoints(checkpoints)
     assert [record["epoch"] for record in history] == [1, 2, 3] and len(checkpoints) == 2
     assert all(torch.equal(value, expected[name]) for name, value in averaged.model.state_dict().items())
@@ -224,9 +230,23 @@ READ_OFF = {  # the alignment lines the text quotes, as the cell prints them
     "Do you think animals have a soul?": "汤←sou",
     "The green team lost.": "绿←gre",
 }
-TABLE_WORDS = {11: "橙子", 13: "渴望", 87: "洋装", 25: "不能", 26: "不会", 69: "花多少钱",
-               19: "这不是猫。", 54: "网球", 82: "不同意", 12: "绿灯", 59: "打断", 60: "戴着",
-               3: "汤姆", 126: "折扣", 6: "所有的钱"}
+TABLE_WORDS = {
+    11: "橙子",
+    13: "渴望",
+    87: "洋装",
+    25: "不能",
+    26: "不会",
+    69: "花多少钱",
+    19: "这不是猫。",
+    54: "网球",
+    82: "不同意",
+    12: "绿灯",
+    59: "打断",
+    60: "戴着",
+    3: "汤姆",
+    126: "折扣",
+    6: "所有的钱",
+}
 
 
 def test_chapter_14_text_reads_what_its_cells_print(runs):

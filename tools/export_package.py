@@ -154,8 +154,10 @@ def render_init(modules: dict[str, list[Region]]) -> str:
             owners[name] = module
         chapters_of = sorted({region.notebook.name.split("_")[0] for region in regions})
         summary = docstring_summary(regions[0].body)
-        lines.append(f"- ``{module}`` (chapter{'s' if len(chapters_of) > 1 else ''} "
-                     f"{', '.join(str(int(number)) for number in chapters_of)}): {summary}")
+        lines.append(
+            f"- ``{module}`` (chapter{'s' if len(chapters_of) > 1 else ''} "
+            f"{', '.join(str(int(number)) for number in chapters_of)}): {summary}"
+        )
         if names:
             listed = "".join(f"    {name},\n" for name in sorted(names, key=imported_order))
             imports.append(f"from {PACKAGE}.{module} import (\n{listed})")

@@ -29,9 +29,7 @@ from pathlib import Path
 import torch
 
 from notebooks import REPO_ROOT, regenerate_and_compare
-from transformer_book.gpt import GPT, GPTConfig
-from transformer_book.poems import PoemVocabulary
-from transformer_book.poet import HISTORY_FILE, POET_WEIGHTS, Poet
+from transformer_book import GPT, HISTORY_FILE, POET_WEIGHTS, GPTConfig, PoemVocabulary, Poet
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
@@ -109,8 +107,7 @@ def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, 
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
     total = len(data) + len(text.encode("utf-8"))
     if total > MAX_BYTES:
-        raise ValueError(f"poet.bin and poet.json would be {total:,} bytes; "
-                         f"the page's limit is {MAX_BYTES:,}")
+        raise ValueError(f"poet.bin and poet.json would be {total:,} bytes; the page's limit is {MAX_BYTES:,}")
     out_dir.mkdir(parents=True, exist_ok=True)
     bin_path, json_path = out_dir / f"{NAME}.bin", out_dir / f"{NAME}.json"
     bin_path.write_bytes(data)
@@ -135,10 +132,7 @@ def load_poet(json_path: Path = OUT_DIR / f"{NAME}.json") -> tuple[Poet, dict]:
     if meta.get("format") != FORMAT:
         raise ValueError(f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
     data = (Path(json_path).parent / meta["weights"]["file"]).read_bytes()
-    if (
-        len(data) != meta["weights"]["bytes"]
-        or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]
-    ):
+    if len(data) != meta["weights"]["bytes"] or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]:
         raise ValueError(f"{meta['weights']['file']} does not match {json_path} (size or sha256)")
     vocab = PoemVocabulary(meta["tokens"][3:])
     if vocab.tokens != meta["tokens"]:
@@ -155,8 +149,7 @@ def check(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="export again and compare with the committed files")
+    parser.add_argument("--check", action="store_true", help="export again and compare with the committed files")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.check:
@@ -164,8 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print("identical" if not different else f"different: {different}")
         return 1 if different else 0
     json_path, bin_path = export(args.out)
-    print(f"{bin_path.name}: {bin_path.stat().st_size:,} bytes; "
-          f"{json_path.name}: {json_path.stat().st_size:,} bytes")
+    print(f"{bin_path.name}: {bin_path.stat().st_size:,} bytes; {json_path.name}: {json_path.stat().st_size:,} bytes")
     return 0
 
 

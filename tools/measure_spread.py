@@ -32,11 +32,19 @@ def run(chapter: Path, path: str, seed: int) -> dict:
     """The runner's report of ``chapter`` on kernel ``path`` with ``seed``."""
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "report.json"
-        environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                       "PYTHONPATH": str(REPO_ROOT / "src")}
-        subprocess.run([sys.executable, str(RUNNER), str(chapter), "--kernels", path,
-                        "--seed", str(seed), "--json", str(report)],
-                       env=environment, capture_output=True, text=True, check=False)  # errors: in the report
+        environment = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONPATH": str(REPO_ROOT / "src"),
+        }
+        subprocess.run(
+            [sys.executable, str(RUNNER), str(chapter), "--kernels", path, "--seed", str(seed), "--json", str(report)],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+        )  # errors: in the report
         if not report.exists():
             return {"errors": [f"the runner wrote no report ({path}, seed {seed})"], "outputs": {}}
         return json.loads(report.read_text(encoding="utf-8"))[chapter.name]
@@ -88,9 +96,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== over the seeds ({path})")
             show(varying({f"seed {seed}": reports[path, seed] for seed in args.seeds}))
     if args.json:
-        args.json.write_text(json.dumps({f"{path} seed {seed}": report for (path, seed), report
-                                         in reports.items()}, indent=1, ensure_ascii=False),
-                             encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {f"{path} seed {seed}": report for (path, seed), report in reports.items()},
+                indent=1,
+                ensure_ascii=False,
+            ),
+            encoding="utf-8",
+        )
     return 0
 
 

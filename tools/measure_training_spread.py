@@ -39,16 +39,17 @@ def dates(seed: int) -> dict:
     task = dates_task()
     held_out = dates_task(held_out=True).pairs(1000, seed=1)
     model, history = train_model(task, **(DATES_TRAINING | {"seed": seed}), device="cpu")
-    return {"held-out exact match %": round(100 * exact_match_accuracy(model, task, held_out, "cpu"), 1),
-            "last loss": round(history[-1]["loss"], 4)}
+    return {
+        "held-out exact match %": round(100 * exact_match_accuracy(model, task, held_out, "cpu"), 1),
+        "last loss": round(history[-1]["loss"], 4),
+    }
 
 
 def numbers(seed: int) -> dict:
     """Chapter 12: NUMBERS_TRAINING (120 steps) with ``seed``; the last training loss."""
     from transformer_book import NUMBERS_CONFIG, NUMBERS_TRAINING, numbers_task, train_model
 
-    _, history = train_model(numbers_task(), seed=seed, device="cpu", config=NUMBERS_CONFIG,
-                             **NUMBERS_TRAINING)
+    _, history = train_model(numbers_task(), seed=seed, device="cpu", config=NUMBERS_CONFIG, **NUMBERS_TRAINING)
     return {"last loss": round(history[-1]["loss"], 4)}
 
 
@@ -63,8 +64,11 @@ def poems(seed: int) -> dict:
     torch.manual_seed(seed)
     model = GPT(GPTConfig(len(vocab), max_len=64, d_model=64, heads=4, layers=2))
     losses = train_lm(model, vocab, train, steps=40, batch_size=32, seed=seed, device="cpu")
-    return {"first loss": round(losses[0], 4), "last loss": round(losses[-1], 4),
-            "held-out perplexity": round(perplexity(model, vocab, held_out, device="cpu"), 1)}
+    return {
+        "first loss": round(losses[0], 4),
+        "last loss": round(losses[-1], 4),
+        "held-out perplexity": round(perplexity(model, vocab, held_out, device="cpu"), 1),
+    }
 
 
 def ablations(seed: int) -> dict:
@@ -75,17 +79,20 @@ def ablations(seed: int) -> dict:
     task = dates_task()
     source, target = task.batch(dates_task(held_out=True).pairs(1000, seed=1), "cpu")
     mask = padding_mask(source, task.source_vocab.pad_id)
-    variants = {"paper (post-norm)": {}, "pre-norm": {"norm_first": True},
-                "no positional encoding": {"positional": False},
-                "no √d_k scaling": {"attention_scale": 1.0}}
+    variants = {
+        "paper (post-norm)": {},
+        "pre-norm": {"norm_first": True},
+        "no positional encoding": {"positional": False},
+        "no √d_k scaling": {"attention_scale": 1.0},
+    }
     figures = {}
     for name, options in variants.items():
-        model, history = train_model(task, 80, seed=seed, device="cpu",
-                                     batch_size=DATES_TRAINING["batch_size"], **options)
+        model, history = train_model(
+            task, 80, seed=seed, device="cpu", batch_size=DATES_TRAINING["batch_size"], **options
+        )
         output = greedy_decode(model, source, mask, task.target_vocab.start_id, 11)
         figures[f"{name}: final loss"] = round(sum(h["loss"] for h in history[-25:]) / 25, 3)
-        figures[f"{name}: character accuracy"] = round(
-            (output[:, 1:] == target[:, 1:]).float().mean().item(), 3)
+        figures[f"{name}: character accuracy"] = round((output[:, 1:] == target[:, 1:]).float().mean().item(), 3)
     return figures
 
 
@@ -94,10 +101,20 @@ RUNS = {"dates": dates, "numbers": numbers, "poems": poems, "ablations": ablatio
 
 def one_run(name: str, path: str, seed: int) -> dict:
     """``RUNS[name](seed)`` in a fresh process on kernel ``path``, one thread."""
-    environment = {**os.environ, **KERNEL_PATHS[path], "OMP_NUM_THREADS": "1",
-                   "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT / "src")}
-    finished = subprocess.run([sys.executable, __file__, "--one", name, str(seed)],
-                              env=environment, capture_output=True, text=True, check=True)
+    environment = {
+        **os.environ,
+        **KERNEL_PATHS[path],
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO_ROOT / "src"),
+    }
+    finished = subprocess.run(
+        [sys.executable, __file__, "--one", name, str(seed)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(finished.stdout.splitlines()[-1])
 
 
@@ -115,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=sorted(RUNS))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    parser.add_argument("--paths", nargs="+", choices=sorted(KERNEL_PATHS),
-                        default=list(KERNEL_PATHS))
+    parser.add_argument("--paths", nargs="+", choices=sorted(KERNEL_PATHS), default=list(KERNEL_PATHS))
     parser.add_argument("--one", nargs=2, metavar=("RUN", "SEED"), help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, default=RECORD)
     args = parser.parse_args(argv)
@@ -133,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     record["machine"] = f"{cpu_name()}, {os.cpu_count()} cores"
     record["kernel paths"] = {path: KERNEL_PATHS[path] for path in args.paths}
     for name in args.runs:
-        record.setdefault("runs", {})[name] = {f"{path}, seed {seed}": figures
-                        for (run, path, seed), figures in zip(jobs, results) if run == name}
+        record.setdefault("runs", {})[name] = {
+            f"{path}, seed {seed}": figures for (run, path, seed), figures in zip(jobs, results) if run == name
+        }
         for figure in next(iter(record["runs"][name].values())):
             values = [figures[figure] for figures in record["runs"][name].values()]
             print(f"{name}: {figure} from {min(values)} to {max(values)} over {len(values)} runs")

@@ -52,10 +52,8 @@ IGNORED_TAGS = {"nbval-ignore-output", "nbval-skip"}  # cells run, not compared
 # their code for the CPU they find. Set before torch loads. "native" is this CPU's own choice.
 KERNEL_PATHS = {
     "native": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-             "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"},
 }
 
 SEED_LINE = re.compile(r"^seed = 0\b", flags=re.MULTILINE)  # a chapter's seed cell
@@ -93,8 +91,7 @@ def tags(cell) -> set[str]:
 
 def printed(cell) -> str:
     """What a code cell wrote to its streams (stdout and stderr), as stored."""
-    return "".join(joined(output["text"]) for output in cell.get("outputs", [])
-                   if output["output_type"] == "stream")
+    return "".join(joined(output["text"]) for output in cell.get("outputs", []) if output["output_type"] == "stream")
 
 
 def output_text(cell) -> str:
@@ -114,11 +111,15 @@ def definitions(cell_source: str) -> dict[str, str]:
 
     The cell's other statements (the calls that check a solution, prints) are left out."""
     lines = cell_source.splitlines()
-    kept = [node for node in ast.parse(cell_source).body
-            if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
-    starts = [min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
-              for node in kept]
-    text = "\n\n".join("\n".join(lines[start - 1:node.end_lineno]) for start, node in zip(starts, kept))
+    kept = [
+        node
+        for node in ast.parse(cell_source).body
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))
+    ]
+    starts = [
+        min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])]) for node in kept
+    ]
+    text = "\n\n".join("\n".join(lines[start - 1 : node.end_lineno]) for start, node in zip(starts, kept))
     return {node.name: text + "\n" for node in kept if isinstance(node, ast.FunctionDef)}
 
 
@@ -132,8 +133,12 @@ def exercises(path: Path) -> dict[str, tuple[str, str | None]]:
     for cell in code:
         if "solution" in tags(cell):
             solutions.update(definitions(source(cell)))
-    return {name: (source(cell), solutions.get(name)) for cell in code if "exercise" in tags(cell)
-            for name in list(definitions(source(cell)))[:1]}
+    return {
+        name: (source(cell), solutions.get(name))
+        for cell in code
+        if "exercise" in tags(cell)
+        for name in list(definitions(source(cell)))[:1]
+    }
 
 
 # --- Comparing ----------------------------------------------------------------------------------
@@ -178,11 +183,12 @@ def is_compared(cell) -> bool:
 def first_difference(expected: str, got: str) -> str:
     for number, (want, have) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
         if want != have:
-            column = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b),
-                          min(len(want), len(have)))
+            column = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
             start = max(0, column - 60)  # a chart's data is one long line: show where it differs
-            return (f"line {number}, column {column}: expected {want[start:column + 60]!r}, "
-                    f"got {have[start:column + 60]!r}")
+            return (
+                f"line {number}, column {column}: expected {want[start : column + 60]!r}, "
+                f"got {have[start : column + 60]!r}"
+            )
     return f"expected {len(expected.splitlines())} lines, got {len(got.splitlines())}"
 
 
@@ -245,8 +251,10 @@ def run_plain(path: Path, rules: Rules, seed: int | None = None) -> dict:
             try:
                 got = run_cell(text, namespace)
             except BaseException as failure:  # noqa: BLE001 - report and stop the chapter
-                errors.append(f"{where(index, text)} raised {type(failure).__name__}: {failure}\n"
-                              + "".join(traceback.format_exc(limit=-3)))
+                errors.append(
+                    f"{where(index, text)} raised {type(failure).__name__}: {failure}\n"
+                    + "".join(traceback.format_exc(limit=-3))
+                )
                 break
             got = outputs[str(index)] = sanitize(got, rules)
             if not is_compared(cell):
@@ -257,8 +265,13 @@ def run_plain(path: Path, rules: Rules, seed: int | None = None) -> dict:
     finally:
         os.chdir(cwd)
     device = str(namespace.get("device", "?"))
-    return {"device": device, "errors": errors, "differences": differences, "outputs": outputs,
-            "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "device": device,
+        "errors": errors,
+        "differences": differences,
+        "outputs": outputs,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 # --- Running: Jupyter kernels (nbclient) --------------------------------------------------------
@@ -269,8 +282,9 @@ def execute(path: Path, timeout: int, save: bool = True) -> float:
 
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     client.execute()
     elapsed = time.perf_counter() - started
     if save:
@@ -305,8 +319,12 @@ class Kernel:
         import nbformat
         from nbclient import NotebookClient
 
-        client = NotebookClient(nbformat.v4.new_notebook(), timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(folder)}})
+        client = NotebookClient(
+            nbformat.v4.new_notebook(),
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(folder)}},
+        )
         options = {} if env is None else {"env": dict(env)}
         with client.setup_kernel(**options):
             yield cls(client)
@@ -321,8 +339,7 @@ class Kernel:
             self.client.execute_cell(cell, 0)
         finally:
             self.client.nb = chapter
-        return "".join(output.get("text", "") for output in cell.outputs
-                       if output["output_type"] == "stream")
+        return "".join(output.get("text", "") for output in cell.outputs if output["output_type"] == "stream")
 
     def run_chapter(self, path: Path, rules: Rules) -> list[str]:
         """Run a chapter's code cells in this kernel's namespace; the outputs that differ from the
@@ -346,8 +363,10 @@ class Kernel:
                 continue
             got = compared_text(cell, rules, charts=True)
             if got != expected:
-                errors.append(f"{where(index, cell.source)} printed other output than on the CPU: "
-                              f"{first_difference(expected, got)}")
+                errors.append(
+                    f"{where(index, cell.source)} printed other output than on the CPU: "
+                    f"{first_difference(expected, got)}"
+                )
         return errors
 
 
@@ -379,8 +398,13 @@ def saved_differs(new: Path, old: Path, *ignored: str) -> bool:
 
     def same(a, b) -> bool:
         if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-            return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-                    and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b))
+            return (
+                isinstance(a, torch.Tensor)
+                and isinstance(b, torch.Tensor)
+                and a.dtype == b.dtype
+                and a.shape == b.shape
+                and torch.equal(a, b)
+            )
         if isinstance(a, dict) and isinstance(b, dict):
             return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
         if isinstance(a, list | tuple) and isinstance(b, list | tuple):
@@ -400,8 +424,7 @@ def environment() -> dict:
     its thread count. Record it beside trained weights; ``check_outcome`` names it when they differ."""
     import torch
 
-    mkl = re.search(r"Math Kernel Library Version (.+?)(?: for |$)", torch.__config__.show(),
-                    flags=re.MULTILINE)
+    mkl = re.search(r"Math Kernel Library Version (.+?)(?: for |$)", torch.__config__.show(), flags=re.MULTILINE)
     variables = sorted({name for path in KERNEL_PATHS.values() for name in path})
     return {
         "torch": str(torch.__version__),  # a str subclass weights_only loading refuses
@@ -418,18 +441,26 @@ def environment_difference(recorded: Mapping | None, here: Mapping | None = None
     here = environment() if here is None else here
     if recorded is None:
         return f"the committed files record no environment; this one is {json.dumps(here)}"
-    changed = {key: (recorded.get(key), here.get(key)) for key in sorted(set(recorded) | set(here))
-               if recorded.get(key) != here.get(key)}
+    changed = {
+        key: (recorded.get(key), here.get(key))
+        for key in sorted(set(recorded) | set(here))
+        if recorded.get(key) != here.get(key)
+    }
     if not changed:
         return None
-    return ("the committed files were made in another environment (a seeded CPU run gives the same "
-            "bits only with the same torch build, kernels and threads): "
-            + "; ".join(f"{key}: {old!r} there, {new!r} here" for key, (old, new) in changed.items()))
+    return (
+        "the committed files were made in another environment (a seeded CPU run gives the same "
+        "bits only with the same torch build, kernels and threads): "
+        + "; ".join(f"{key}: {old!r} there, {new!r} here" for key, (old, new) in changed.items())
+    )
 
 
-def differing_files(scratch: Path, committed: Path | Mapping[str, Path],
-                    compare: Mapping[str, Compare] | None = None,
-                    written: Iterable[Path] | None = None) -> list[str]:
+def differing_files(
+    scratch: Path,
+    committed: Path | Mapping[str, Path],
+    compare: Mapping[str, Compare] | None = None,
+    written: Iterable[Path] | None = None,
+) -> list[str]:
     """What differs between each file in ``scratch`` and the committed one of its name.
 
     ``committed`` is a folder, or a {name: path}. A file missing there is named; others are compared
@@ -447,19 +478,24 @@ def differing_files(scratch: Path, committed: Path | Mapping[str, Path],
     return found
 
 
-def regenerate_and_compare(write: Callable[[Path], object], committed: Path | Mapping[str, Path],
-                           compare: Mapping[str, Compare] | None = None) -> list[str]:
+def regenerate_and_compare(
+    write: Callable[[Path], object], committed: Path | Mapping[str, Path], compare: Mapping[str, Compare] | None = None
+) -> list[str]:
     """``write(folder)`` into a temporary folder, then ``differing_files`` against ``committed``
     (in the order of the paths ``write`` returns, if it returns a list or tuple of them)."""
     with tempfile.TemporaryDirectory() as folder:
         written = write(Path(folder))
-        paths = written if written and isinstance(written, list | tuple) and all(
-            isinstance(path, Path) for path in written) else None
+        paths = (
+            written
+            if written and isinstance(written, list | tuple) and all(isinstance(path, Path) for path in written)
+            else None
+        )
         return differing_files(Path(folder), committed, compare, paths)
 
 
-def check_outcome(different: list[str], committed: object, same: str = "identical",
-                  recorded: Mapping | None = None) -> int:
+def check_outcome(
+    different: list[str], committed: object, same: str = "identical", recorded: Mapping | None = None
+) -> int:
     """Print what differs from ``committed`` (to stderr) or ``same``; the exit status of ``--check``.
     A difference also says how the environment the committed files ``recorded`` (``environment()``'s
     dict; None: they record none) differs from this one."""

@@ -89,9 +89,7 @@ def resolve(reference: str):
 def separator(vocab) -> str:
     """What joins tokens into text: "" if they are characters, " " if they are words."""
     specials = {vocab.pad_id, vocab.start_id, vocab.end_id}
-    tokens = [
-        token for index, token in enumerate(vocab.tokens) if index not in specials
-    ]
+    tokens = [token for index, token in enumerate(vocab.tokens) if index not in specials]
     return "" if all(len(token) == 1 for token in tokens) else " "
 
 
@@ -103,8 +101,7 @@ def as_text(source, vocab) -> str:
 @torch.no_grad()
 def greedy_right(model, task, pairs) -> list[bool]:
     """For each (source, target) pair: does greedy decoding give exactly the target?"""
-    from transformer_book.decoding import greedy_decode
-    from transformer_book.masking import padding_mask
+    from transformer_book import greedy_decode, padding_mask
 
     vocab = task.target_vocab
     source, _ = task.batch(pairs)  # (pairs, source)
@@ -113,8 +110,10 @@ def greedy_right(model, task, pairs) -> list[bool]:
         model, source, mask, vocab.start_id, task.max_target_len + 1, end_id=vocab.end_id
     )  # (pairs, 1 + generated)
     join = separator(vocab).join
-    return [join(vocab.decode(row)) == as_text(target, vocab)
-            for row, (_, target) in zip(tokens.tolist(), pairs, strict=True)]
+    return [
+        join(vocab.decode(row)) == as_text(target, vocab)
+        for row, (_, target) in zip(tokens.tolist(), pairs, strict=True)
+    ]
 
 
 def pick_examples(right: list[bool]) -> list[int]:
@@ -147,14 +146,12 @@ def task_meta(task, config: dict, sources: list[str]) -> dict:
 
 def held_out_pairs(spec: PlaygroundTask) -> list[tuple]:
     """The task's held-out pairs, as its chapter draws them (never trained on)."""
-    return resolve(spec.factory)(held_out=True).pairs(
-        HELD_OUT_PAIRS, seed=HELD_OUT_SEED
-    )
+    return resolve(spec.factory)(held_out=True).pairs(HELD_OUT_PAIRS, seed=HELD_OUT_SEED)
 
 
 def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
     """Train each task there is (its chapter's seed and steps, CPU); export it."""
-    from transformer_book.training import exact_match_accuracy, train_model
+    from transformer_book import exact_match_accuracy, train_model
 
     torch.set_num_threads(1)  # the same arithmetic, in the same order, on every run
     manifest = []
@@ -162,8 +159,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         factory, config = resolve(spec.factory), resolve(spec.config)
         training = resolve(spec.training)
         if factory is None or config is None or training is None:
-            print(f"{spec.name}: skipped, {spec.factory}, {spec.config} or "
-                  f"{spec.training} is missing")
+            print(f"{spec.name}: skipped, {spec.factory}, {spec.config} or {spec.training} is missing")
             continue
         task = factory()
         if spec.pretrained is not None:  # the package's weights, trained by their tool
@@ -190,9 +186,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         meta = task_meta(task, config, sources)
         # What the page says of each example: the held-out answer, and whether greedy
         # decoding finds it.
-        meta["example_answers"] = [
-            as_text(held_out[index][1], task.target_vocab) for index in chosen
-        ]
+        meta["example_answers"] = [as_text(held_out[index][1], task.target_vocab) for index in chosen]
         meta["example_right"] = [right[index] for index in chosen]
         accuracy = exact_match_accuracy(model, task, held_out, "cpu")
         if round(accuracy, 6) != round(sum(right) / len(right), 6):
@@ -217,8 +211,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
     return manifest
 
 
-def save_for_package(model, task, config, training, history, spec, out_dir,
-                     made_in=None) -> Path:
+def save_for_package(model, task, config, training, history, spec, out_dir, made_in=None) -> Path:
     """The package's copy of the trained model (torch.save of plain tensors and numbers,
     loadable with weights_only=True), with the history train_model returned and the
     environment that trained it (``notebooks.environment()``). Written next to the
@@ -260,6 +253,4 @@ def check_round_trip(model: torch.nn.Module, json_path: Path) -> None:
     expected = model.eval().generator(model(source, target))  # eval: no dropout
     model.train(was_training)
     if not torch.equal(loaded.generator(loaded(source, target)), expected):
-        raise AssertionError(
-            f"{json_path}: the exported model computes a different function"
-        )
+        raise AssertionError(f"{json_path}: the exported model computes a different function")

@@ -44,21 +44,27 @@ def main(argv: list[str] | None = None) -> int:
     if any(os.environ.get(name) != value for name, value in wanted.items()):
         if "torch" in sys.modules:
             raise SystemExit(f"--kernels {args.kernels}: set {wanted} before torch is imported")
-        os.execve(sys.executable, [sys.executable, __file__, *(argv if argv is not None
-                                                                else sys.argv[1:])],
-                  {**os.environ, **wanted})
+        os.execve(
+            sys.executable,
+            [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])],
+            {**os.environ, **wanted},
+        )
     rules, reports = sanitizers(), {}
     for path in args.chapters:
         report = run_plain(path.resolve(), rules, args.seed)
         reports[path.name] = report
-        print(f"{path.name}: {report['device']}, {report['seconds']} s, "
-              f"{len(report['errors'])} errors, {len(report['differences'])} outputs differ", flush=True)
+        print(
+            f"{path.name}: {report['device']}, {report['seconds']} s, "
+            f"{len(report['errors'])} errors, {len(report['differences'])} outputs differ",
+            flush=True,
+        )
         for line in report["errors"] + report["differences"][:5]:
             print("   ", line[:1500], flush=True)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=1), encoding="utf-8")
-    wrong_device = [name for name, report in reports.items()
-                    if args.device and report["device"].split(":")[0] != args.device]
+    wrong_device = [
+        name for name, report in reports.items() if args.device and report["device"].split(":")[0] != args.device
+    ]
     if wrong_device:
         print(f"not on {args.device}: {', '.join(wrong_device)}", flush=True)
     failed = wrong_device or any(report["errors"] for report in reports.values())

@@ -27,8 +27,9 @@ SPLIT = "meaning"
 Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
 
 
-def run(train_one: Callable[[str, int, dict], dict], arms, seeds, budget: dict, score: str,
-        workers: int = 2) -> dict[tuple[str, int], tuple[dict, float]]:
+def run(
+    train_one: Callable[[str, int, dict], dict], arms, seeds, budget: dict, score: str, workers: int = 2
+) -> dict[tuple[str, int], tuple[dict, float]]:
     """``train_one(arm, seed, budget)`` (a run's record) for each arm and seed, ``workers`` at a
     time, each on one PyTorch thread, its ``score`` printed as it ends;
     {(arm, seed): (record, seconds)}."""
@@ -51,8 +52,7 @@ def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dic
 
 def _said(results, score: str):
     for arm, seed, record, seconds in results:
-        print(f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)",
-              flush=True)
+        print(f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)", flush=True)
         yield (arm, seed), (record, seconds)
 
 
@@ -72,18 +72,32 @@ def write(path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, 
 def same_arm(arm: str):
     """Compare a one-arm record with the committed sweep: settings, the arm's configuration and
     runs, exactly (the timings and the other arms left out)."""
+
     def compare(new: Path, old: Path) -> list[str]:
         mine, theirs = (json.loads(path.read_text(encoding="utf-8")) for path in (new, old))
-        same = (mine["settings"] == theirs["settings"] and arm in theirs["runs"]
-                and mine["arms"][arm] == theirs["arms"].get(arm)
-                and mine["runs"][arm] == theirs["runs"][arm])
+        same = (
+            mine["settings"] == theirs["settings"]
+            and arm in theirs["runs"]
+            and mine["arms"][arm] == theirs["arms"].get(arm)
+            and mine["runs"][arm] == theirs["runs"][arm]
+        )
         return [] if same else [f"{new.name} (arm {arm!r})"]
+
     return compare
 
 
-def main(argv: list[str] | None, description: str, sweep_and_write: Callable[..., dict],
-         arms: Sequence[str], default_arm: str, seeds: Sequence[int], budget: dict,
-         out: Path, record_file: str, summary: Callable[[dict], None] | None = None) -> int:
+def main(
+    argv: list[str] | None,
+    description: str,
+    sweep_and_write: Callable[..., dict],
+    arms: Sequence[str],
+    default_arm: str,
+    seeds: Sequence[int],
+    budget: dict,
+    out: Path,
+    record_file: str,
+    summary: Callable[[dict], None] | None = None,
+) -> int:
     """The sweeps' command line: every arm and seed, or ``--check --arm`` one arm; exit status."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
@@ -103,6 +117,8 @@ def main(argv: list[str] | None, description: str, sweep_and_write: Callable[...
         return 0
     different = regenerate_and_compare(
         lambda folder: sweep_and_write(folder, [args.arm], args.seeds, budget, args.workers),
-        args.out, {record_file: same_arm(args.arm)})
+        args.out,
+        {record_file: same_arm(args.arm)},
+    )
     print(f"retrained {args.arm} in {(time.perf_counter() - started) / 60:.1f} min")
     return check_outcome(different, args.out)

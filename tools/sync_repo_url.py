@@ -150,9 +150,9 @@ def setup_source() -> str:
         "                return [str(self)]\n"
         "\n"
         "        raise PackageMissing(\n"
-        "            \"This chapter needs the book's companion package (missing: \"\n"
+        '            "This chapter needs the book\'s companion package (missing: "\n'
         "            f\"{', '.join(missing)}). Run this line in a cell, then the notebook again:\"\n"
-        '            f\'\\n%pip install "{PACKAGE}"\'\n'
+        "            f'\\n%pip install \"{PACKAGE}\"'\n"
         "        )"
     )
 
@@ -203,10 +203,13 @@ def problems_in(notebook: Path, fix: bool) -> list[str]:
             hide(first_code)
     for cell in cells:
         if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING):
-            problems.append(f"{notebook.name}: a '{SETUP_PROSE_HEADING}' cell (the set-up is one collapsed cell, its title says what it does)")
+            problems.append(
+                f"{notebook.name}: a '{SETUP_PROSE_HEADING}' cell (the set-up is one collapsed cell, its title says what it does)"
+            )
     if fix:
         data.cells = cells = [
-            cell for cell in cells
+            cell
+            for cell in cells
             if not (cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING))
         ]
     for cell in cells:

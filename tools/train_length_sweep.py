@@ -62,8 +62,7 @@ def build(arm: str, vocab_size: int) -> torch.nn.Module:
 
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {sorted(ARMS)}; got {arm!r}")
-    return ModernDecoder(ModernConfig(vocab_size, positions=ARMS[arm][1], max_len=TRAIN_LEN,
-                                      **SIZE))
+    return ModernDecoder(ModernConfig(vocab_size, positions=ARMS[arm][1], max_len=TRAIN_LEN, **SIZE))
 
 
 @torch.no_grad()
@@ -76,8 +75,9 @@ def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) ->
         seen = seen[:, : model.config.max_len]
     logits = model(seen)[:, :-1]  # (batch, seen - 1, vocab)
     targets = seen[:, 1:]
-    losses = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id,
-                             reduction="none")  # (batch, seen - 1)
+    losses = F.cross_entropy(
+        logits.transpose(1, 2), targets, ignore_index=pad_id, reduction="none"
+    )  # (batch, seen - 1)
     counts = (targets != pad_id).sum(0)
     means = (losses.sum(0) / counts).tolist()
     return [round(value, 4) for value in means] + [None] * (positions - len(means))
@@ -108,14 +108,16 @@ def settings(training: dict, seeds) -> dict:
 
     held_out = poem_split("held-out", by=sweeps.SPLIT)
     return {
-        **training, "seeds": list(seeds), "train_len": TRAIN_LEN, "size": SIZE,
+        **training,
+        "seeds": list(seeds),
+        "train_len": TRAIN_LEN,
+        "size": SIZE,
         "data": f"the four-verse poems of poem_split('train', by={sweeps.SPLIT!r}) "
-                f"({sum(verses(p) == 4 for p in poem_split('train', by=sweeps.SPLIT))}); scored on the "
-                f"{sum(verses(p) == 8 for p in held_out)} eight-verse and "
-                f"{sum(verses(p) == 4 for p in held_out)} four-verse poems of "
-                f"poem_split('held-out', by={sweeps.SPLIT!r}) (POEM_SPLIT_SEED={POEM_SPLIT_SEED}, {HELD_OUT} held-out poems)",
-        "loss_by_position": "mean cross-entropy in nats of the prediction at position t "
-                            "(of token t + 1), t = 0 .. 48",
+        f"({sum(verses(p) == 4 for p in poem_split('train', by=sweeps.SPLIT))}); scored on the "
+        f"{sum(verses(p) == 8 for p in held_out)} eight-verse and "
+        f"{sum(verses(p) == 4 for p in held_out)} four-verse poems of "
+        f"poem_split('held-out', by={sweeps.SPLIT!r}) (POEM_SPLIT_SEED={POEM_SPLIT_SEED}, {HELD_OUT} held-out poems)",
+        "loss_by_position": "mean cross-entropy in nats of the prediction at position t (of token t + 1), t = 0 .. 48",
         "recipe": "transformer_book.poet.train_lm; one PyTorch thread a run",
         "torch": torch.__version__,
     }
@@ -132,13 +134,15 @@ def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) ->
         parameters = sum(p.numel() for p in build(arm, vocab_size).parameters())
         return {"label": ARMS[arm][0], "positions": ARMS[arm][1], "parameters": parameters}
 
-    return sweeps.write(out / RECORD_FILE, settings(training, seeds),
-                        {arm: arm_record(arm) for arm in arms}, found, seeds)
+    return sweeps.write(
+        out / RECORD_FILE, settings(training, seeds), {arm: arm_record(arm) for arm in arms}, found, seeds
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return sweeps.main(argv, __doc__.split("\n\n")[0], sweep_and_write, ARMS, "alibi", SEEDS,
-                       TRAINING, WEIGHTS_DIR, RECORD_FILE)
+    return sweeps.main(
+        argv, __doc__.split("\n\n")[0], sweep_and_write, ARMS, "alibi", SEEDS, TRAINING, WEIGHTS_DIR, RECORD_FILE
+    )
 
 
 if __name__ == "__main__":

@@ -63,8 +63,9 @@ def build(arm: str, vocab_size: int, max_len: int = 64) -> torch.nn.Module:
 
 
 def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
-    return [round(sum(chunk) / len(chunk), 4)
-            for chunk in (losses[i: i + every] for i in range(0, len(losses), every))]
+    return [
+        round(sum(chunk) / len(chunk), 4) for chunk in (losses[i : i + every] for i in range(0, len(losses), every))
+    ]
 
 
 def train_one(arm: str, seed: int, sweep: dict) -> dict:
@@ -86,11 +87,13 @@ def settings(sweep: dict, seeds) -> dict:
     from transformer_book import HELD_OUT, POEM_SPLIT_SEED
 
     return {
-        **sweep, "seeds": list(seeds), "loss_every": LOSS_EVERY,
+        **sweep,
+        "seeds": list(seeds),
+        "loss_every": LOSS_EVERY,
         "data": f"poem_split('train', by={sweeps.SPLIT!r}) / poem_split('held-out', by={sweeps.SPLIT!r}): exact repeats as one poem "
-                f"(POEM_SPLIT_SEED={POEM_SPLIT_SEED}, {HELD_OUT} held-out poems)",
+        f"(POEM_SPLIT_SEED={POEM_SPLIT_SEED}, {HELD_OUT} held-out poems)",
         "recipe": "transformer_book.poet.train_lm (AdamW, weight decay 0.01, warm-up over a "
-                  "tenth, then linear decay); one PyTorch thread a run",
+        "tenth, then linear decay); one PyTorch thread a run",
         "torch": torch.__version__,
     }
 
@@ -100,8 +103,7 @@ def arm_record(arm: str, vocab_size: int) -> dict:
     torch.manual_seed(0)
     model = build(arm, vocab_size)
     config = dict(SIZE, max_len=64) if changes is None else dict(MODERN, **changes)
-    return {"label": label, "config": config,
-            "parameters": sum(p.numel() for p in model.parameters())}
+    return {"label": label, "config": config, "parameters": sum(p.numel() for p in model.parameters())}
 
 
 def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> dict:
@@ -109,20 +111,21 @@ def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> di
 
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers)
-    return sweeps.write(out / RECORD_FILE, settings(sweep, seeds),
-                        {arm: arm_record(arm, vocab_size) for arm in arms}, found, seeds)
+    return sweeps.write(
+        out / RECORD_FILE, settings(sweep, seeds), {arm: arm_record(arm, vocab_size) for arm in arms}, found, seeds
+    )
 
 
 def summary(document: dict) -> None:
     for arm, runs in document["runs"].items():
         values = [run["held_out_perplexity"] for run in runs.values()]
-        print(f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} "
-              f"range {min(values)}..{max(values)}")
+        print(f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} range {min(values)}..{max(values)}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return sweeps.main(argv, __doc__.split("\n\n")[0], sweep_and_write, ARMS, "modern", SEEDS,
-                       SWEEP, WEIGHTS_DIR, RECORD_FILE, summary)
+    return sweeps.main(
+        argv, __doc__.split("\n\n")[0], sweep_and_write, ARMS, "modern", SEEDS, SWEEP, WEIGHTS_DIR, RECORD_FILE, summary
+    )
 
 
 if __name__ == "__main__":

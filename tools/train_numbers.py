@@ -87,8 +87,16 @@ def decode_all(model, task, pairs) -> dict:
         if beam_size == 1:
             tokens = greedy_decode(model, source, mask, vocab.start_id, max_new, end_id=vocab.end_id)
         else:
-            tokens, _ = beam_search(model, source, mask, vocab.start_id, max_new, beam_size=beam_size,
-                                    end_id=vocab.end_id, length_penalty=alpha)
+            tokens, _ = beam_search(
+                model,
+                source,
+                mask,
+                vocab.start_id,
+                max_new,
+                beam_size=beam_size,
+                end_id=vocab.end_id,
+                length_penalty=alpha,
+            )
         outputs = [vocab.decode(row) for row in tokens]
         scores = sequence_log_prob(model, source, mask, tokens, end_id=vocab.end_id).tolist()
         wrong = {i: (out, round(scores[i], 4)) for i, out in enumerate(outputs) if out != expected[i]}
@@ -196,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     found = regenerate_and_compare(lambda folder: write(saved, record, folder), WEIGHTS_DIR, COMPARE)
     # a seeded CPU run's bits depend on the torch build: a difference names how this environment
     # differs from the one the shipped files record
-    return check_outcome(found, "the shipped files",
-                         same="identical to the shipped files (the time aside)",
-                         recorded=recorded_environment())
+    return check_outcome(
+        found,
+        "the shipped files",
+        same="identical to the shipped files (the time aside)",
+        recorded=recorded_environment(),
+    )
 
 
 def recorded_environment() -> dict | None:

@@ -66,8 +66,7 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
         "samples": samples,
         "untrained_samples": untrained_samples,
         "losses": [round(loss, 5) for loss in losses],
-        "held_out_perplexity": round(perplexity(poet.model, poet.vocab,
-                                                poem_split("held-out")), 4),
+        "held_out_perplexity": round(perplexity(poet.model, poet.vocab, poem_split("held-out")), 4),
     }
     (out / HISTORY_FILE).write_text(json.dumps(history, indent=1) + "\n", encoding="utf-8")
     return {"minutes": minutes, **history}
@@ -83,12 +82,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.check:
         result = train_and_write(args.out, args.steps)
-        print(f"trained in {result['minutes']:.1f} min; held-out perplexity "
-              f"{result['held_out_perplexity']}; wrote {args.out / POET_WEIGHTS}")
+        print(
+            f"trained in {result['minutes']:.1f} min; held-out perplexity "
+            f"{result['held_out_perplexity']}; wrote {args.out / POET_WEIGHTS}"
+        )
         return 0
     results = []
-    different = regenerate_and_compare(
-        lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
+    different = regenerate_and_compare(lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
     result = results[0]
     print(f"retrained in {result['minutes']:.1f} min")
     return check_outcome(different, args.out)

@@ -73,8 +73,7 @@ SHIPPED_RUN = "smoothing 0.1"
 BEAM = dict(beam_size=4, alpha=0.6)  # the paper's
 
 
-def train_run(name: str, smoothing: float, merges: list, device: str,
-              seed: int | None = None) -> dict:
+def train_run(name: str, smoothing: float, merges: list, device: str, seed: int | None = None) -> dict:
     """One model: train, average, translate the test set. Runs in its own process.
 
     ``seed`` replaces the recipe's (``TRANSLATION_TRAINING["seed"]``: the shipped model's):
@@ -142,7 +141,8 @@ def train_all(device: str, seed: int | None = None) -> tuple[list, dict, dict]:
         "settings": {
             "config": translation.TRANSLATION_CONFIG,
             "training": translation.TRANSLATION_TRAINING
-            if seed is None else {**translation.TRANSLATION_TRAINING, "seed": seed},
+            if seed is None
+            else {**translation.TRANSLATION_TRAINING, "seed": seed},
             "smoothing": SMOOTHING_RUNS,
             "beam": BEAM,
             "shipped": SHIPPED_RUN,
@@ -202,8 +202,9 @@ def write_spread(record: dict, weights_dir: Path):
 def spread(seeds: list[int], device: str, check: bool) -> int:
     shipped_seed = translation.TRANSLATION_TRAINING["seed"]
     if shipped_seed in seeds:
-        raise SystemExit(f"--spread: seed {shipped_seed} is the shipped run's, read from "
-                         f"{RUNS_FILE}; give the other seeds")
+        raise SystemExit(
+            f"--spread: seed {shipped_seed} is the shipped run's, read from {RUNS_FILE}; give the other seeds"
+        )
     records = {shipped_seed: json.loads((WEIGHTS_DIR / RUNS_FILE).read_text(encoding="utf-8"))}
     for seed in seeds:
         print(f"seed {seed}", flush=True)
@@ -213,8 +214,7 @@ def spread(seeds: list[int], device: str, check: bool) -> int:
         write_spread(record, WEIGHTS_DIR)
         print(f"wrote {SEEDS_FILE} to {WEIGHTS_DIR}")
         return 0
-    found = regenerate_and_compare(lambda folder: write_spread(record, folder),
-                                   {SEEDS_FILE: WEIGHTS_DIR / SEEDS_FILE})
+    found = regenerate_and_compare(lambda folder: write_spread(record, folder), {SEEDS_FILE: WEIGHTS_DIR / SEEDS_FILE})
     return check_outcome(found, "the shipped spread record", same="identical to the shipped record")
 
 
@@ -243,14 +243,16 @@ def runs_differences(new: Path, old: Path) -> list[str]:
     return [f"{RUNS_FILE}: histories or translations"] if differs else []
 
 
-COMPARE = {MERGES_FILE: merges_differences, TRANSLATOR_WEIGHTS: weights_differences,
-           RUNS_FILE: runs_differences}
+COMPARE = {MERGES_FILE: merges_differences, TRANSLATOR_WEIGHTS: weights_differences, RUNS_FILE: runs_differences}
 
 
 def shipped(weights_dir: Path, data_dir: Path) -> dict[str, Path]:
     """Where each of the three files is shipped."""
-    return {MERGES_FILE: data_dir / MERGES_FILE, TRANSLATOR_WEIGHTS: weights_dir / TRANSLATOR_WEIGHTS,
-            RUNS_FILE: weights_dir / RUNS_FILE}
+    return {
+        MERGES_FILE: data_dir / MERGES_FILE,
+        TRANSLATOR_WEIGHTS: weights_dir / TRANSLATOR_WEIGHTS,
+        RUNS_FILE: weights_dir / RUNS_FILE,
+    }
 
 
 def differences(out_dir: Path, weights_dir: Path, data_dir: Path) -> list[str]:
@@ -263,20 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="train again and compare")
     parser.add_argument("--device", default="cpu", help="cpu (reproducible) or cuda")
-    parser.add_argument(
-        "--out", type=Path, help="write all three files here instead of the package"
-    )
+    parser.add_argument("--out", type=Path, help="write all three files here instead of the package")
     parser.add_argument("--seed", type=int, help="another seed than the shipped model's (needs --out)")
-    parser.add_argument("--spread", type=int, nargs="+", metavar="SEED",
-                        help=f"train these seeds too and write {SEEDS_FILE}")
+    parser.add_argument(
+        "--spread", type=int, nargs="+", metavar="SEED", help=f"train these seeds too and write {SEEDS_FILE}"
+    )
     args = parser.parse_args(argv)
     if args.spread:
         if args.seed is not None or args.out:
             parser.error("--spread writes its own record: no --seed or --out with it")
         return spread(args.spread, args.device, args.check)
     if args.seed is not None and (args.check or not args.out):
-        parser.error(f"--seed {args.seed} trains another model than the shipped one: give --out "
-                     "(and no --check)")
+        parser.error(f"--seed {args.seed} trains another model than the shipped one: give --out (and no --check)")
     merges, saved, record = train_all(args.device, args.seed)
     print(json.dumps(record["timing_seconds"], indent=1))
     if not args.check:
@@ -284,10 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         write(merges, saved, record, weights_dir, data_dir)
         print(f"wrote {MERGES_FILE} to {data_dir}, {TRANSLATOR_WEIGHTS} and {RUNS_FILE} to {weights_dir}")
         return 0
-    found = regenerate_and_compare(lambda folder: write(merges, saved, record, folder, folder),
-                                   shipped(WEIGHTS_DIR, DATA_DIR), COMPARE)
-    return check_outcome(found, "the shipped files",
-                         same="identical to the shipped files (timings aside)")
+    found = regenerate_and_compare(
+        lambda folder: write(merges, saved, record, folder, folder), shipped(WEIGHTS_DIR, DATA_DIR), COMPARE
+    )
+    return check_outcome(found, "the shipped files", same="identical to the shipped files (timings aside)")
 
 
 if __name__ == "__main__":

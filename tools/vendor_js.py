@@ -54,9 +54,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         specs = [f"{package}@{version}" for package, version in versions.items()]
         specs.append(f"mathjax@{MATHJAX_VERSION}")
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", workdir, *specs], check=True
-        )
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", workdir, *specs], check=True)
         modules = Path(workdir) / "node_modules"
         VENDOR.mkdir(parents=True, exist_ok=True)
         installed = {}

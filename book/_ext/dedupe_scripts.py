@@ -1,4 +1,5 @@
-"""A Sphinx extension that drops repeated <script> entries from every page.
+"""A Sphinx extension that drops repeated <script> entries from every page, and the chart
+scripts from the pages that draw no chart.
 
 sphinx-thebe (0.3.1, which Jupyter Book 1 always loads) registers its inline configuration script
 twice under Sphinx 7, so every page declares ``const THEBE_JS_URL`` twice and the browser throws
@@ -7,6 +8,11 @@ error, so we keep the first copy of each script and drop the rest.
 """
 
 from __future__ import annotations
+
+# Pages with no Vega chart (the playground draws its maps as plain SVG): the chart scripts
+# (_config.yml's html_js_files: Vega, Vega-Lite, vega-embed, 770 KB) are not loaded there.
+NO_CHARTS = {"book/playground", "book/playground_poems"}
+CHART_SCRIPTS = ("_static/vendor/vega", "_static/vega-offline.js", "_static/book-charts.js")
 
 
 def _script_key(script) -> tuple:
@@ -23,6 +29,8 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree) -> Non
         if key not in seen:
             seen.add(key)
             unique.append(script)
+    if pagename in NO_CHARTS:
+        unique = [script for script in unique if not (getattr(script, "filename", "") or "").startswith(CHART_SCRIPTS)]
     context["script_files"] = unique
 
 

@@ -49,7 +49,7 @@ def chinese_terms(text: str) -> list[str]:
     terms = []
     for run in CJK_RUN.findall(text):
         for size in range(1, min(LONGEST_TERM, len(run)) + 1):
-            terms.extend(run[i:i + size] for i in range(len(run) - size + 1))
+            terms.extend(run[i : i + size] for i in range(len(run) - size + 1))
     return terms
 
 
@@ -74,8 +74,9 @@ def first_paragraph(doctree) -> str:
     for paragraph in doctree.findall(nodes.paragraph):
         if any(isinstance(node, nodes.image) for node in paragraph.findall()):
             continue
-        if any(isinstance(parent, (nodes.literal_block, nodes.container, nodes.table))
-               for parent in _ancestors(paragraph)):
+        if any(
+            isinstance(parent, (nodes.literal_block, nodes.container, nodes.table)) for parent in _ancestors(paragraph)
+        ):
             continue
         text = paragraph.astext().strip()
         if len(text) > 40:
@@ -93,15 +94,20 @@ def meta_tags(title: str, description: str, url: str, site: str, home: bool) -> 
     def tag(attribute: str, key: str, value: str) -> str:
         return f'<meta {attribute}="{key}" content="{html.escape(value, quote=True)}" />'
 
-    return "\n".join([
-        tag("name", "description", description),
-        tag("property", "og:title", title),
-        tag("property", "og:description", description),
-        tag("property", "og:type", "website" if home else "article"),
-        tag("property", "og:url", url),
-        tag("property", "og:site_name", site),
-        tag("name", "twitter:card", "summary"),
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                tag("name", "description", description),
+                tag("property", "og:title", title),
+                tag("property", "og:description", description),
+                tag("property", "og:type", "website" if home else "article"),
+                tag("property", "og:url", url),
+                tag("property", "og:site_name", site),
+                tag("name", "twitter:card", "summary"),
+            ]
+        )
+        + "\n"
+    )
 
 
 def _add_meta(app, pagename, templatename, context, doctree) -> None:
@@ -126,8 +132,7 @@ def _fix_home_title(app, exception) -> None:
         return
     page = Path(app.outdir) / f"{app.config.master_doc}.html"
     if page.exists():
-        page.write_text(home_page_title(page.read_text(encoding="utf-8"), app.config.html_title),
-                        encoding="utf-8")
+        page.write_text(home_page_title(page.read_text(encoding="utf-8"), app.config.html_title), encoding="utf-8")
 
 
 def _canonical_address(app, config) -> None:

@@ -54,8 +54,17 @@ CHAPTER_TITLES = {
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
-DECODER = ("dec_embed", "dec_pos", "dec_self_attn", "dec_norm1", "dec_cross_attn", "dec_norm2", "dec_ffn",
-           "dec_norm3", "decoder")
+DECODER = (
+    "dec_embed",
+    "dec_pos",
+    "dec_self_attn",
+    "dec_norm1",
+    "dec_cross_attn",
+    "dec_norm2",
+    "dec_ffn",
+    "dec_norm3",
+    "decoder",
+)
 # The parts that can be highlighted: the blocks (and links) each one lights up.
 PARTS: dict[str, tuple[str, ...]] = {
     "positional_encoding": ("enc_embed", "dec_embed", "enc_pos", "dec_pos"),
@@ -73,12 +82,21 @@ PARTS: dict[str, tuple[str, ...]] = {
     "tokens_from_text": ("enc_embed", "dec_embed"),
     "translating": (),  # filled in below: everything
     # a GPT: the decoder without cross-attention, and the output layer
-    "writing_poems": ("dec_embed", "dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn",
-                      "dec_norm3", "decoder", "linear", "softmax", "loop"),
+    "writing_poems": (
+        "dec_embed",
+        "dec_pos",
+        "dec_self_attn",
+        "dec_norm1",
+        "dec_ffn",
+        "dec_norm3",
+        "decoder",
+        "linear",
+        "softmax",
+        "loop",
+    ),
     # today's decoder-only block: what changed since GPT-2 (positions, attention,
     # norms, feed-forward, the output layer)
-    "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3",
-                       "linear"),
+    "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3", "linear"),
     "past_one_machine": (),  # filled in below: everything, copied into every process
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
@@ -137,38 +155,100 @@ def architecture(
 
     embed_note = " (one table shared by both embeddings and the final linear layer)" if config.tie_weights else ""
     tips = {
-        "enc_embed": ("Input embedding", shape(config.batch, config.source_len) + " token ids", src,
-                      _fmt(counts["embedding"]) + embed_note, 1),
-        "dec_embed": ("Output embedding", shape(config.batch, config.target_len) + " token ids", tgt,
-                      ("shared with the input embedding" if config.tie_weights else _fmt(counts["embedding"])), 1),
+        "enc_embed": (
+            "Input embedding",
+            shape(config.batch, config.source_len) + " token ids",
+            src,
+            _fmt(counts["embedding"]) + embed_note,
+            1,
+        ),
+        "dec_embed": (
+            "Output embedding",
+            shape(config.batch, config.target_len) + " token ids",
+            tgt,
+            ("shared with the input embedding" if config.tie_weights else _fmt(counts["embedding"])),
+            1,
+        ),
         "enc_pos": ("Positional encoding (added)", src, src, "0 (fixed sinusoids)", 1),
         "dec_pos": ("Positional encoding (added)", tgt, tgt, "0 (fixed sinusoids)", 1),
-        "enc_attn": (f"Multi-head self-attention ({config.heads} heads of scaled dot-product attention, d_k={config.d_k})",
-                     f"Q = K = V: {src}", src, per_layer(counts["attention"]), 3),
-        "enc_norm1": ("Add & Norm: LayerNorm(x + Sublayer(x))", f"x and Sublayer(x): {src}", src,
-                      per_layer(counts["layer_norm"]), 4),
-        "enc_ffn": (f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)", src, src,
-                    per_layer(counts["feed_forward"]), 5),
+        "enc_attn": (
+            f"Multi-head self-attention ({config.heads} heads of scaled dot-product attention, d_k={config.d_k})",
+            f"Q = K = V: {src}",
+            src,
+            per_layer(counts["attention"]),
+            3,
+        ),
+        "enc_norm1": (
+            "Add & Norm: LayerNorm(x + Sublayer(x))",
+            f"x and Sublayer(x): {src}",
+            src,
+            per_layer(counts["layer_norm"]),
+            4,
+        ),
+        "enc_ffn": (
+            f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)",
+            src,
+            src,
+            per_layer(counts["feed_forward"]),
+            5,
+        ),
         "enc_norm2": ("Add & Norm", f"x and Sublayer(x): {src}", src, per_layer(counts["layer_norm"]), 4),
-        "dec_self_attn": ("Masked multi-head self-attention (look-ahead mask: no peeking at later positions)",
-                          f"Q = K = V: {tgt}", tgt, per_layer(counts["attention"]), 6),
+        "dec_self_attn": (
+            "Masked multi-head self-attention (look-ahead mask: no peeking at later positions)",
+            f"Q = K = V: {tgt}",
+            tgt,
+            per_layer(counts["attention"]),
+            6,
+        ),
         "dec_norm1": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, per_layer(counts["layer_norm"]), 4),
-        "dec_cross_attn": ("Cross-attention: queries from the decoder, keys and values from the encoder output",
-                           f"Q {tgt}; K = V {src}", tgt, per_layer(counts["attention"]), 7),
+        "dec_cross_attn": (
+            "Cross-attention: queries from the decoder, keys and values from the encoder output",
+            f"Q {tgt}; K = V {src}",
+            tgt,
+            per_layer(counts["attention"]),
+            7,
+        ),
         "dec_norm2": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, per_layer(counts["layer_norm"]), 4),
-        "dec_ffn": (f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)", tgt, tgt,
-                    per_layer(counts["feed_forward"]), 5),
+        "dec_ffn": (
+            f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)",
+            tgt,
+            tgt,
+            per_layer(counts["feed_forward"]),
+            5,
+        ),
         "dec_norm3": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, per_layer(counts["layer_norm"]), 4),
-        "linear": (f"Linear: d_model → vocabulary ({d} → {config.target_vocab})", tgt,
-                   shape(config.batch, config.target_len, config.target_vocab) + " logits",
-                   (f"{_fmt(counts['generator'] - config.target_vocab * d)} (bias; the weight is the tied embedding)"
-                    if config.tie_weights else _fmt(counts["generator"])), 8),
-        "softmax": ("Softmax over the vocabulary", shape(config.batch, config.target_len, config.target_vocab) + " logits",
-                    shape(config.batch, config.target_len, config.target_vocab) + " probabilities", "0", 8),
-        "encoder": (f"Encoder layer, repeated N={n} times (independent weights)", src, src,
-                    per_layer(counts["encoder_layer"]), 5),
-        "decoder": (f"Decoder layer, repeated N={n} times (independent weights)", f"{tgt} and encoder output {src}",
-                    tgt, per_layer(counts["decoder_layer"]), 7),
+        "linear": (
+            f"Linear: d_model → vocabulary ({d} → {config.target_vocab})",
+            tgt,
+            shape(config.batch, config.target_len, config.target_vocab) + " logits",
+            (
+                f"{_fmt(counts['generator'] - config.target_vocab * d)} (bias; the weight is the tied embedding)"
+                if config.tie_weights
+                else _fmt(counts["generator"])
+            ),
+            8,
+        ),
+        "softmax": (
+            "Softmax over the vocabulary",
+            shape(config.batch, config.target_len, config.target_vocab) + " logits",
+            shape(config.batch, config.target_len, config.target_vocab) + " probabilities",
+            "0",
+            8,
+        ),
+        "encoder": (
+            f"Encoder layer, repeated N={n} times (independent weights)",
+            src,
+            src,
+            per_layer(counts["encoder_layer"]),
+            5,
+        ),
+        "decoder": (
+            f"Decoder layer, repeated N={n} times (independent weights)",
+            f"{tgt} and encoder output {src}",
+            tgt,
+            per_layer(counts["decoder_layer"]),
+            7,
+        ),
     }
 
     # Layout, in design units (y up, like the paper's Figure 1).
@@ -199,21 +279,60 @@ def architecture(
 
     def tooltip(block_id):
         name, given, produced, params, number = tips[block_id]
-        return {"block": name, "input": given, "output": produced, "parameters": params,
-                "chapter": f"{number}: {CHAPTER_TITLES[number]}"}
+        return {
+            "block": name,
+            "input": given,
+            "output": produced,
+            "parameters": params,
+            "chapter": f"{number}: {CHAPTER_TITLES[number]}",
+        }
 
     def state(block_id):
         return dict(highlighted=block_id in lit, faded=bool(lit) and block_id not in lit)
 
     boxes = [
-        Box("encoder", "", 8, 94, 172, 258, "frame", tooltip("encoder"), chapter_page(tips["encoder"][4]),
-            frame=True, **state("encoder")),
-        Box("decoder", "", 188, 94, 352, 332, "frame", tooltip("decoder"), chapter_page(tips["decoder"][4]),
-            frame=True, **state("decoder")),
+        Box(
+            "encoder",
+            "",
+            8,
+            94,
+            172,
+            258,
+            "frame",
+            tooltip("encoder"),
+            chapter_page(tips["encoder"][4]),
+            frame=True,
+            **state("encoder"),
+        ),
+        Box(
+            "decoder",
+            "",
+            188,
+            94,
+            352,
+            332,
+            "frame",
+            tooltip("decoder"),
+            chapter_page(tips["decoder"][4]),
+            frame=True,
+            **state("decoder"),
+        ),
     ]
     for block_id, (x0, y0, x1, y1, kind, label) in rows.items():
-        boxes.append(Box(block_id, label, x0, y0, x1, y1, kind, tooltip(block_id),
-                         chapter_page(tips[block_id][4]), **state(block_id)))
+        boxes.append(
+            Box(
+                block_id,
+                label,
+                x0,
+                y0,
+                x1,
+                y1,
+                kind,
+                tooltip(block_id),
+                chapter_page(tips[block_id][4]),
+                **state(block_id),
+            )
+        )
     # Highlighted blocks are drawn last, so their thick outline is never covered by a neighbour.
     boxes.sort(key=lambda box: (not box.frame, box.highlighted))
 
@@ -222,8 +341,22 @@ def architecture(
 
     arrows = [
         *trunk(ecx, [(16, 24), (46, 58), (80, 110), (142, 152), (170, 184), (212, 222)]),
-        *trunk(dcx, [(16, 24), (46, 58), (80, 110), (142, 152), (170, 184), (216, 226), (244, 258), (286, 296),
-                     (314, 346), (366, 376), (396, 406)]),
+        *trunk(
+            dcx,
+            [
+                (16, 24),
+                (46, 58),
+                (80, 110),
+                (142, 152),
+                (170, 184),
+                (216, 226),
+                (244, 258),
+                (286, 296),
+                (314, 346),
+                (366, 376),
+                (396, 406),
+            ],
+        ),
     ]
     residual = {"block": "Residual connection: the sub-layer's input is added to its output"}
     for lane, center, x_in, spans in (
@@ -233,39 +366,81 @@ def architecture(
         for start, end in spans:
             arrows.append(Arrow([(center, start), (lane, start), (lane, end), (x_in, end)], tooltip=residual))
     memory = {"block": f"Encoder output (memory) {src}: the keys and values of every decoder layer's cross-attention"}
-    arrows.append(Arrow([(ecx, 240), (ecx, 272), (180, 272), (180, 194), (dx0, 194)], width=2.0,
-                        color=HIGHLIGHT if "dec_cross_attn" in lit and part == "cross_attention" else EDGE,
-                        tooltip=memory, href=chapter_page(7)))
+    arrows.append(
+        Arrow(
+            [(ecx, 240), (ecx, 272), (180, 272), (180, 194), (dx0, 194)],
+            width=2.0,
+            color=HIGHLIGHT if "dec_cross_attn" in lit and part == "cross_attention" else EDGE,
+            tooltip=memory,
+            href=chapter_page(7),
+        )
+    )
     loop = {"block": "Decoding: the chosen next token is appended to the decoder's input, one step at a time"}
-    arrows.append(Arrow([(dx1 - 22, 412), (356, 412), (356, 8), (dcx + 52, 8)], dashed=True, tooltip=loop,
-                        color=HIGHLIGHT if "loop" in lit else EDGE, href=chapter_page(10)))
+    arrows.append(
+        Arrow(
+            [(dx1 - 22, 412), (356, 412), (356, 8), (dcx + 52, 8)],
+            dashed=True,
+            tooltip=loop,
+            color=HIGHLIGHT if "loop" in lit else EDGE,
+            href=chapter_page(10),
+        )
+    )
 
     notes = [
-        Note("Inputs", ecx, 9, "center", 10.5, tooltip={"block": f"Source token ids {shape(config.batch, config.source_len)}"}),
-        Note("Outputs (shifted right)", dcx, 9, "center", 10.5,
-             tooltip={"block": f"Target token ids {shape(config.batch, config.target_len)}, starting with <bos>"}),
+        Note(
+            "Inputs",
+            ecx,
+            9,
+            "center",
+            10.5,
+            tooltip={"block": f"Source token ids {shape(config.batch, config.source_len)}"},
+        ),
+        Note(
+            "Outputs (shifted right)",
+            dcx,
+            9,
+            "center",
+            10.5,
+            tooltip={"block": f"Target token ids {shape(config.batch, config.target_len)}, starting with <bos>"},
+        ),
         Note("Output probabilities", dcx - 18, 413, "center", 10.5),
-        Note(f"{n}× encoder layer", 14, 250, "left", 10, bold=True, tooltip=tooltip("encoder"),
-             href=chapter_page(5)),
-        Note(f"{n}× decoder layer", 194, 324, "left", 10, bold=True, tooltip=tooltip("decoder"),
-             href=chapter_page(7)),
+        Note(f"{n}× encoder layer", 14, 250, "left", 10, bold=True, tooltip=tooltip("encoder"), href=chapter_page(5)),
+        Note(f"{n}× decoder layer", 194, 324, "left", 10, bold=True, tooltip=tooltip("decoder"), href=chapter_page(7)),
         Note("memory (K, V)", 100, 281, "left", 9.5, tooltip=memory),
     ]
-    links = [(9, "Ch. 9: the whole model"), (2, "Ch. 2: attention inside each head"),
-             (10, "Ch. 10: decoding (dashed loop)"), (11, "Ch. 11: what it learned"),
-             (12, "Ch. 12: when search matters"), (13, "Ch. 13: tokens from real text"),
-             (14, "Ch. 14: English to Chinese"), (15, "Ch. 15: a GPT writes poems")]
+    links = [
+        (9, "Ch. 9: the whole model"),
+        (2, "Ch. 2: attention inside each head"),
+        (10, "Ch. 10: decoding (dashed loop)"),
+        (11, "Ch. 11: what it learned"),
+        (12, "Ch. 12: when search matters"),
+        (13, "Ch. 13: tokens from real text"),
+        (14, "Ch. 14: English to Chinese"),
+        (15, "Ch. 15: a GPT writes poems"),
+    ]
     if chapter in (16, 17):  # shown on its own page (the other pages' stored maps stay as they are)
         links.append((chapter, {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine"}[chapter]))
     for row, (number, text) in enumerate(links):
-        notes.append(Note(text, 10, 392 - 15 * row, "left", 10, color=HIGHLIGHT if number == chapter else LINK,
-                          bold=number == chapter, href=chapter_page(number),
-                          tooltip={"block": f"Chapter {number}: {CHAPTER_TITLES[number]}"}))
+        notes.append(
+            Note(
+                text,
+                10,
+                392 - 15 * row,
+                "left",
+                10,
+                color=HIGHLIGHT if number == chapter else LINK,
+                bold=number == chapter,
+                href=chapter_page(number),
+                tooltip={"block": f"Chapter {number}: {CHAPTER_TITLES[number]}"},
+            )
+        )
 
     total = _fmt(counts["model"])
     where = f"Chapter {chapter}, {CHAPTER_TITLES[chapter]}" if chapter else "click a block to open its chapter"
-    title = {"text": "The Transformer" + (": you are here" if chapter else ""),
-             "subtitle": [where, f"Base model: {total} parameters; hover a block for shapes"]}
+    title = {
+        "text": "The Transformer" + (": you are here" if chapter else ""),
+        "subtitle": [where, f"Base model: {total} parameters; hover a block for shapes"],
+    }
     lit_names = sorted({tips[b][0].split(" (")[0].split(":")[0] for b in lit if b in tips})
     description = (
         "Diagram: the Transformer's encoder-decoder architecture (the paper's Figure 1). On the left, input "
@@ -277,5 +452,6 @@ def architecture(
         "probabilities."
         + (f" Highlighted (you are here, chapter {chapter}): {', '.join(lit_names)}." if chapter else "")
     )
-    return diagram(boxes, arrows, notes, design_width=360, design_height=420, description=description,
-                   title=title, width=width)
+    return diagram(
+        boxes, arrows, notes, design_width=360, design_height=420, description=description, title=title, width=width
+    )

@@ -193,15 +193,20 @@ def diagram(
                 if any(box.frame == is_frame and box.dashed == (dash == "dashed") for box in boxes):
                     target.append(
                         base.transform_filter((alt.datum.dash == dash) & (alt.datum.frame == is_frame))
-                        .mark_rect(cornerRadius=4, cursor=cursor, aria=False,
-                                   strokeDash=[4, 3] if dash == "dashed" else [1, 0])
+                        .mark_rect(
+                            cornerRadius=4, cursor=cursor, aria=False, strokeDash=[4, 3] if dash == "dashed" else [1, 0]
+                        )
                         .encode(**encoding)
                     )
         for bold in (False, True):
             labels = base.transform_filter(
                 (alt.datum.label != "") & (alt.datum.highlighted if bold else ~alt.datum.highlighted)
             ).mark_text(
-                lineBreak="\n", fontSize=FONT_SIZE, color=TEXT, baseline="middle", aria=False,
+                lineBreak="\n",
+                fontSize=FONT_SIZE,
+                color=TEXT,
+                baseline="middle",
+                aria=False,
                 fontWeight="bold" if bold else "normal",
             )
             layers.append(
@@ -217,8 +222,14 @@ def diagram(
 
     segments, heads = [], []
     for number, arrow in enumerate(arrows):
-        common = {"color": arrow.color, "dash": "dashed" if arrow.dashed else "solid", "href": arrow.href or "",
-                  "stroke_width": arrow.width, "arrow": number, **arrow.tooltip}
+        common = {
+            "color": arrow.color,
+            "dash": "dashed" if arrow.dashed else "solid",
+            "href": arrow.href or "",
+            "stroke_width": arrow.width,
+            "arrow": number,
+            **arrow.tooltip,
+        }
         for (xa, ya), (xb, yb) in zip(arrow.points, arrow.points[1:]):
             segments.append({"x0": xa, "y0": ya, "x1": xb, "y1": yb, **common})
         if arrow.head:
@@ -259,9 +270,17 @@ def diagram(
         )
     if notes:
         rows = [
-            {"text": note.text, "x": note.x, "y": note.y, "align": note.align, "size": note.size,
-             "color": note.color, "weight": "bold" if note.bold else "normal", "href": note.href or "",
-             **note.tooltip}
+            {
+                "text": note.text,
+                "x": note.x,
+                "y": note.y,
+                "align": note.align,
+                "size": note.size,
+                "color": note.color,
+                "weight": "bold" if note.bold else "normal",
+                "href": note.href or "",
+                **note.tooltip,
+            }
             for note in notes
         ]
         frame = _tooltip_frame(rows, tooltip_keys)

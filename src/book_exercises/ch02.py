@@ -29,15 +29,24 @@ def _describe_pair(got, expected, case):
     return None
 
 
-def _variant(scale_of=lambda d_k, d_v: 1 / math.sqrt(d_k), dim=-1, fill=float("-inf"),
-             invert=False, use_mask=True, keys_axes=(-2, -1), product=torch.matmul):
+def _variant(
+    scale_of=lambda d_k, d_v: 1 / math.sqrt(d_k),
+    dim=-1,
+    fill=float("-inf"),
+    invert=False,
+    use_mask=True,
+    keys_axes=(-2, -1),
+    product=torch.matmul,
+):
     """Attention as a mistaken solution computes it (NaN where its softmax gives NaN)."""
+
     def compute(query, key, value, mask=None):
         scores = query @ key.transpose(*keys_axes) * scale_of(query.size(-1), value.size(-1))
         if mask is not None and use_mask:
             scores = scores.masked_fill(mask if invert else ~mask, fill)
         weights = torch.softmax(scores, dim=dim)
         return product(weights, value), weights
+
     return compute
 
 
@@ -47,18 +56,26 @@ def _mask_after_softmax(q, k, v, m):
 
 
 SCALE_MISTAKES = [
-    Mistake("scores are not divided by sqrt(d_k): softmax(Q K^T / sqrt(d_k)) V.",
-            _variant(scale_of=lambda d_k, d_v: 1.0)),
-    Mistake("you divided the scores by d_k; divide by its square root, sqrt(d_k).",
-            _variant(scale_of=lambda d_k, d_v: 1 / d_k)),
-    Mistake("you multiplied the scores by sqrt(d_k); divide by it.",
-            _variant(scale_of=lambda d_k, d_v: math.sqrt(d_k))),
-    Mistake("you scaled by sqrt(d_v), the values' size; the scale is 1/sqrt(d_k), the size of the "
-            "queries and keys (here d_k != d_v).",
-            _variant(scale_of=lambda d_k, d_v: 1 / math.sqrt(d_v))),
-    Mistake("the softmax runs over the queries (dim=-2); each query's weights over the keys must sum "
-            "to 1: softmax(dim=-1).",
-            _variant(dim=-2)),
+    Mistake(
+        "scores are not divided by sqrt(d_k): softmax(Q K^T / sqrt(d_k)) V.", _variant(scale_of=lambda d_k, d_v: 1.0)
+    ),
+    Mistake(
+        "you divided the scores by d_k; divide by its square root, sqrt(d_k).",
+        _variant(scale_of=lambda d_k, d_v: 1 / d_k),
+    ),
+    Mistake(
+        "you multiplied the scores by sqrt(d_k); divide by it.", _variant(scale_of=lambda d_k, d_v: math.sqrt(d_k))
+    ),
+    Mistake(
+        "you scaled by sqrt(d_v), the values' size; the scale is 1/sqrt(d_k), the size of the "
+        "queries and keys (here d_k != d_v).",
+        _variant(scale_of=lambda d_k, d_v: 1 / math.sqrt(d_v)),
+    ),
+    Mistake(
+        "the softmax runs over the queries (dim=-2); each query's weights over the keys must sum "
+        "to 1: softmax(dim=-1).",
+        _variant(dim=-2),
+    ),
     Mistake(MATMUL_HINT, _variant(product=torch.mul)),
 ]
 
@@ -68,14 +85,21 @@ SCALE_MISTAKES = [
 
 def _attention_cases():
     return [
-        Case(randn(3, 2, 3, 4, seed=2).unbind(0)[:2] + (randn(2, 3, 6, seed=3),),
-             "query (2, 3, 4), key (2, 3, 4), value (2, 3, 6)"),
-        Case((randn(2, 3, 4, seed=4), randn(2, 5, 4, seed=5), randn(2, 5, 6, seed=6)),
-             "3 queries, 5 keys, d_k=4, d_v=6"),
-        Case((randn(1, 2, 4, seed=7), randn(1, 1, 4, seed=8), randn(1, 1, 3, seed=9)),
-             "a single key (every weight must be 1)"),
-        Case((randn(2, 2, 3, 8, seed=10), randn(2, 2, 4, 8, seed=11), randn(2, 2, 4, 5, seed=12)),
-             "4-D inputs (batch, heads, seq, d)"),
+        Case(
+            randn(3, 2, 3, 4, seed=2).unbind(0)[:2] + (randn(2, 3, 6, seed=3),),
+            "query (2, 3, 4), key (2, 3, 4), value (2, 3, 6)",
+        ),
+        Case(
+            (randn(2, 3, 4, seed=4), randn(2, 5, 4, seed=5), randn(2, 5, 6, seed=6)), "3 queries, 5 keys, d_k=4, d_v=6"
+        ),
+        Case(
+            (randn(1, 2, 4, seed=7), randn(1, 1, 4, seed=8), randn(1, 1, 3, seed=9)),
+            "a single key (every weight must be 1)",
+        ),
+        Case(
+            (randn(2, 2, 3, 8, seed=10), randn(2, 2, 4, 8, seed=11), randn(2, 2, 4, 5, seed=12)),
+            "4-D inputs (batch, heads, seq, d)",
+        ),
     ]
 
 
@@ -100,33 +124,48 @@ def _masked_cases():
     low_query = torch.full((1, 2, 4), 30.0)
     low_key = torch.cat([torch.full((1, 2, 4), -30.0), randn(1, 2, 4, seed=13)], dim=1)  # (1, 4, 4)
     return [
-        Case((randn(2, 3, 4, seed=14), randn(2, 5, 4, seed=15), randn(2, 5, 6, seed=16),
-              padding.unsqueeze(1)), "a (batch, 1, keys) padding mask"),
-        Case((randn(1, 4, 8, seed=17), randn(1, 4, 8, seed=18), randn(1, 4, 8, seed=19), causal),
-             "a (1, 4, 4) look-ahead mask"),
-        Case((low_query, low_key, randn(1, 4, 3, seed=20),
-              torch.tensor([[[True, True, False, False]]])),
-             "real keys whose scores are about -1800"),
+        Case(
+            (randn(2, 3, 4, seed=14), randn(2, 5, 4, seed=15), randn(2, 5, 6, seed=16), padding.unsqueeze(1)),
+            "a (batch, 1, keys) padding mask",
+        ),
+        Case(
+            (randn(1, 4, 8, seed=17), randn(1, 4, 8, seed=18), randn(1, 4, 8, seed=19), causal),
+            "a (1, 4, 4) look-ahead mask",
+        ),
+        Case(
+            (low_query, low_key, randn(1, 4, 3, seed=20), torch.tensor([[[True, True, False, False]]])),
+            "real keys whose scores are about -1800",
+        ),
     ]
 
 
 @exercise(
     cases=_masked_cases,
     mistakes=[
-        Mistake("your mask is applied the wrong way round: True means 'may attend', so fill the "
-                "scores where the mask is False: scores.masked_fill(~mask, float('-inf')).",
-                _variant(invert=True)),
-        Mistake("masked with -100 instead of -inf: when the real scores are below -100, the masked "
-                "keys win the softmax. Fill with float('-inf') (the source notes' bug).",
-                _variant(fill=-100.0)),
-        Mistake("the mask is ignored: fill the scores of forbidden keys with -inf before the softmax.",
-                _variant(use_mask=False)),
-        Mistake("the mask was applied after the softmax (weights set to 0), so the allowed weights "
-                "no longer sum to 1: mask the scores, then take the softmax.",
-                _mask_after_softmax),
-        Mistake("the mask holds booleans: negate it with ~mask (not 1 - mask), then "
-                "scores.masked_fill(~mask, float('-inf')).",
-                lambda q, k, v, m: _variant()(q, k, v, 1 - m)),
+        Mistake(
+            "your mask is applied the wrong way round: True means 'may attend', so fill the "
+            "scores where the mask is False: scores.masked_fill(~mask, float('-inf')).",
+            _variant(invert=True),
+        ),
+        Mistake(
+            "masked with -100 instead of -inf: when the real scores are below -100, the masked "
+            "keys win the softmax. Fill with float('-inf') (the source notes' bug).",
+            _variant(fill=-100.0),
+        ),
+        Mistake(
+            "the mask is ignored: fill the scores of forbidden keys with -inf before the softmax.",
+            _variant(use_mask=False),
+        ),
+        Mistake(
+            "the mask was applied after the softmax (weights set to 0), so the allowed weights "
+            "no longer sum to 1: mask the scores, then take the softmax.",
+            _mask_after_softmax,
+        ),
+        Mistake(
+            "the mask holds booleans: negate it with ~mask (not 1 - mask), then "
+            "scores.masked_fill(~mask, float('-inf')).",
+            lambda q, k, v, m: _variant()(q, k, v, 1 - m),
+        ),
         *SCALE_MISTAKES,
     ],
     describe=_describe_pair,
@@ -146,39 +185,50 @@ def _softmax_variant(fill=float("-inf"), invert=False, zero_empty=False):
         if zero_empty:
             weights = weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)
         return weights
+
     return compute
 
 
 def _softmax_cases():
-    mask = torch.tensor([[True, True, False, False], [False, False, False, False],
-                         [True, True, True, True]])  # row 1: nothing allowed
+    mask = torch.tensor(
+        [[True, True, False, False], [False, False, False, False], [True, True, True, True]]
+    )  # row 1: nothing allowed
     return [
         Case((randn(3, 4, seed=21), mask), "3 rows, the middle one fully masked"),
-        Case((randn(2, 3, 5, seed=22), torch.ones(3, 5, dtype=torch.bool).tril()),
-             "(2, 3, 5) scores, a look-ahead mask"),
-        Case((randn(1, 3, seed=23) - 300.0, torch.tensor([[True, False, True]])),
-             "scores around -300"),
+        Case(
+            (randn(2, 3, 5, seed=22), torch.ones(3, 5, dtype=torch.bool).tril()), "(2, 3, 5) scores, a look-ahead mask"
+        ),
+        Case((randn(1, 3, seed=23) - 300.0, torch.tensor([[True, False, True]])), "scores around -300"),
     ]
 
 
 @exercise(
     cases=_softmax_cases,
     mistakes=[
-        Mistake("a row with no allowed key gives NaN: the softmax of all -inf is 0/0. Set such rows to "
-                "zero: weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
-                _softmax_variant()),
-        Mistake("a fully masked row gets uniform weights, which is what a finite fill such as -1e9 "
-                "gives; a query with nothing to attend to must get all-zero weights.",
-                _softmax_variant(fill=-1e9)),
-        Mistake("a fully masked row gets uniform weights, which is what a finite fill such as -1e9 "
-                "gives; a query with nothing to attend to must get all-zero weights.",
-                _softmax_variant(fill=-1e4)),
-        Mistake("your mask is applied the wrong way round: True means 'may attend'; fill where the "
-                "mask is False (~mask).",
-                _softmax_variant(invert=True, zero_empty=True)),
-        Mistake("masked with -100 instead of -inf: when the real scores are below -100, the masked "
-                "keys win the softmax. Fill with float('-inf').",
-                _softmax_variant(fill=-100.0, zero_empty=True)),
+        Mistake(
+            "a row with no allowed key gives NaN: the softmax of all -inf is 0/0. Set such rows to "
+            "zero: weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
+            _softmax_variant(),
+        ),
+        Mistake(
+            "a fully masked row gets uniform weights, which is what a finite fill such as -1e9 "
+            "gives; a query with nothing to attend to must get all-zero weights.",
+            _softmax_variant(fill=-1e9),
+        ),
+        Mistake(
+            "a fully masked row gets uniform weights, which is what a finite fill such as -1e9 "
+            "gives; a query with nothing to attend to must get all-zero weights.",
+            _softmax_variant(fill=-1e4),
+        ),
+        Mistake(
+            "your mask is applied the wrong way round: True means 'may attend'; fill where the mask is False (~mask).",
+            _softmax_variant(invert=True, zero_empty=True),
+        ),
+        Mistake(
+            "masked with -100 instead of -inf: when the real scores are below -100, the masked "
+            "keys win the softmax. Fill with float('-inf').",
+            _softmax_variant(fill=-100.0, zero_empty=True),
+        ),
     ],
 )
 def masked_softmax(scores, mask):
@@ -186,4 +236,3 @@ def masked_softmax(scores, mask):
     keys = scores.size(-1)
     identity = torch.eye(keys, dtype=scores.dtype)  # scores @ I = scores: the package does the rest
     return scaled_dot_product_attention(scores, identity, identity, mask, scale=1.0)[1]
-

@@ -30,16 +30,21 @@ def _ln_variant(unbiased=False, eps_outside=False, dim=-1, affine=True, eps_defa
             variance = x.var(dim=dim, keepdim=True, unbiased=unbiased)
             normalized = (x - mean) / torch.sqrt(variance + eps)
         return gamma * normalized + beta if affine else normalized
+
     return compute
 
 
 def _ln_cases():
     return [
-        Case((randn(2, 3, 8, seed=50, scale=3.0) + 1.0, randn(8, seed=51), randn(8, seed=52)),
-             "x (2, 3, 8), random gamma and beta"),
+        Case(
+            (randn(2, 3, 8, seed=50, scale=3.0) + 1.0, randn(8, seed=51), randn(8, seed=52)),
+            "x (2, 3, 8), random gamma and beta",
+        ),
         Case((randn(4, 16, seed=53), randn(16, seed=54), randn(16, seed=55)), "x (4, 16)"),
-        Case((randn(3, 8, seed=56) * 1e-3 + 0.5, torch.ones(8), torch.zeros(8)),
-             "nearly constant tokens (std 1e-3), where eps matters"),
+        Case(
+            (randn(3, 8, seed=56) * 1e-3 + 0.5, torch.ones(8), torch.zeros(8)),
+            "nearly constant tokens (std 1e-3), where eps matters",
+        ),
         Case((randn(5, 6, seed=57), randn(6, seed=58), randn(6, seed=59), 0.1), "eps=0.1"),
     ]
 
@@ -48,25 +53,32 @@ def _ln_cases():
     cases=_ln_cases,
     atol=1e-4,
     mistakes=[
-        Mistake("your LayerNorm uses the unbiased variance (divides by n-1); layer norm divides by n: "
-                "x.var(dim=-1, unbiased=False, keepdim=True).",
-                _ln_variant(unbiased=True)),
-        Mistake("you added eps to the unbiased standard deviation, outside the square root (The "
-                "Annotated Transformer's variant, copied by the source notes): use "
-                "(x - mean) / sqrt(var + eps) with the biased variance.",
-                _ln_variant(unbiased=True, eps_outside=True)),
-        Mistake("eps is added outside the square root: use (x - mean) / sqrt(var + eps), not "
-                "(x - mean) / (std + eps).",
-                _ln_variant(eps_outside=True)),
-        Mistake("you normalized each feature over the batch (dim=0): those are batch statistics, "
-                "batch norm. Layer norm normalizes each token over its own features (dim=-1).",
-                _ln_variant(dim=0)),
-        Mistake("gamma and beta are not applied: return gamma * normalized + beta.",
-                _ln_variant(affine=False)),
-        Mistake("eps is ignored: use the eps argument, sqrt(var + eps).",
-                _ln_variant(eps_default=0.0)),
-        Mistake("eps is not the one passed in (the check passes eps=0.1): use the eps argument.",
-                lambda x, g, b, eps=1e-5: _ln_variant()(x, g, b, 1e-5)),
+        Mistake(
+            "your LayerNorm uses the unbiased variance (divides by n-1); layer norm divides by n: "
+            "x.var(dim=-1, unbiased=False, keepdim=True).",
+            _ln_variant(unbiased=True),
+        ),
+        Mistake(
+            "you added eps to the unbiased standard deviation, outside the square root (The "
+            "Annotated Transformer's variant, copied by the source notes): use "
+            "(x - mean) / sqrt(var + eps) with the biased variance.",
+            _ln_variant(unbiased=True, eps_outside=True),
+        ),
+        Mistake(
+            "eps is added outside the square root: use (x - mean) / sqrt(var + eps), not (x - mean) / (std + eps).",
+            _ln_variant(eps_outside=True),
+        ),
+        Mistake(
+            "you normalized each feature over the batch (dim=0): those are batch statistics, "
+            "batch norm. Layer norm normalizes each token over its own features (dim=-1).",
+            _ln_variant(dim=0),
+        ),
+        Mistake("gamma and beta are not applied: return gamma * normalized + beta.", _ln_variant(affine=False)),
+        Mistake("eps is ignored: use the eps argument, sqrt(var + eps).", _ln_variant(eps_default=0.0)),
+        Mistake(
+            "eps is not the one passed in (the check passes eps=0.1): use the eps argument.",
+            lambda x, g, b, eps=1e-5: _ln_variant()(x, g, b, 1e-5),
+        ),
     ],
 )
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -97,24 +109,29 @@ def _sublayer(d_model, seed):
 
 
 def _sublayer_cases():
-    return [Case((randn(2, 4, 8, seed=60, scale=2.0), _sublayer(8, 1), _norm(8, 61)), "x (2, 4, 8)"),
-            Case((randn(1, 1, 16, seed=62), _sublayer(16, 2), _norm(16, 63)), "a single token")]
+    return [
+        Case((randn(2, 4, 8, seed=60, scale=2.0), _sublayer(8, 1), _norm(8, 61)), "x (2, 4, 8)"),
+        Case((randn(1, 1, 16, seed=62), _sublayer(16, 2), _norm(16, 63)), "a single token"),
+    ]
 
 
 @exercise(
     cases=_sublayer_cases,
     atol=1e-4,
     mistakes=[
-        Mistake("you normalized the sublayer's input (pre-norm: x + sublayer(norm(x))); the paper's "
-                "Add & Norm is post-norm: norm(x + sublayer(x)).",
-                lambda x, s, n: x + s(n(x))),
-        Mistake("the residual is missing: add the input before normalizing, norm(x + sublayer(x)).",
-                lambda x, s, n: n(s(x))),
-        Mistake("you added x after the norm (x + norm(sublayer(x))); the sum goes inside: "
-                "norm(x + sublayer(x)).",
-                lambda x, s, n: x + n(s(x))),
-        Mistake("the norm is missing: return norm(x + sublayer(x)).",
-                lambda x, s, n: x + s(x)),
+        Mistake(
+            "you normalized the sublayer's input (pre-norm: x + sublayer(norm(x))); the paper's "
+            "Add & Norm is post-norm: norm(x + sublayer(x)).",
+            lambda x, s, n: x + s(n(x)),
+        ),
+        Mistake(
+            "the residual is missing: add the input before normalizing, norm(x + sublayer(x)).", lambda x, s, n: n(s(x))
+        ),
+        Mistake(
+            "you added x after the norm (x + norm(sublayer(x))); the sum goes inside: norm(x + sublayer(x)).",
+            lambda x, s, n: x + n(s(x)),
+        ),
+        Mistake("the norm is missing: return norm(x + sublayer(x)).", lambda x, s, n: x + s(x)),
     ],
 )
 def sublayer_connection(x, sublayer, norm):
@@ -130,11 +147,21 @@ def sublayer_connection(x, sublayer, norm):
 
 def _stack_cases():
     d_model = 8
-    return [Case((randn(2, 3, d_model, seed=64), [_sublayer(d_model, i) for i in range(4)],
-                  [_norm(d_model, 70 + 2 * i) for i in range(4)], _norm(d_model, 80)),
-                 "4 pre-norm sublayers"),
-            Case((randn(1, 5, d_model, seed=65), [_sublayer(d_model, 9)], [_norm(d_model, 90)],
-                  _norm(d_model, 92)), "one sublayer")]
+    return [
+        Case(
+            (
+                randn(2, 3, d_model, seed=64),
+                [_sublayer(d_model, i) for i in range(4)],
+                [_norm(d_model, 70 + 2 * i) for i in range(4)],
+                _norm(d_model, 80),
+            ),
+            "4 pre-norm sublayers",
+        ),
+        Case(
+            (randn(1, 5, d_model, seed=65), [_sublayer(d_model, 9)], [_norm(d_model, 90)], _norm(d_model, 92)),
+            "one sublayer",
+        ),
+    ]
 
 
 def _stack_variant(final=True, pre=True, reuse_first=False):
@@ -143,6 +170,7 @@ def _stack_variant(final=True, pre=True, reuse_first=False):
             norm = norms[0] if reuse_first else norms[index]
             x = x + sublayer(norm(x)) if pre else norm(x + sublayer(x))
         return final_norm(x) if final else x
+
     return compute
 
 
@@ -150,17 +178,20 @@ def _stack_variant(final=True, pre=True, reuse_first=False):
     cases=_stack_cases,
     atol=1e-4,
     mistakes=[
-        Mistake("the final norm is missing: a pre-norm stack's output is the raw residual stream, "
-                "whose scale grows with depth (the source notes' commented-out `return self.norm(x)`).",
-                _stack_variant(final=False)),
-        Mistake("you used post-norm sublayers, norm(x + sublayer(x)); this stack is pre-norm: "
-                "x + sublayer(norm(x)).",
-                _stack_variant(pre=False)),
-        Mistake("you used post-norm sublayers, norm(x + sublayer(x)); this stack is pre-norm: "
-                "x + sublayer(norm(x)).",
-                _stack_variant(pre=False, final=False)),
-        Mistake("every sublayer has its own norm: use norms[i] with sublayers[i].",
-                _stack_variant(reuse_first=True)),
+        Mistake(
+            "the final norm is missing: a pre-norm stack's output is the raw residual stream, "
+            "whose scale grows with depth (the source notes' commented-out `return self.norm(x)`).",
+            _stack_variant(final=False),
+        ),
+        Mistake(
+            "you used post-norm sublayers, norm(x + sublayer(x)); this stack is pre-norm: x + sublayer(norm(x)).",
+            _stack_variant(pre=False),
+        ),
+        Mistake(
+            "you used post-norm sublayers, norm(x + sublayer(x)); this stack is pre-norm: x + sublayer(norm(x)).",
+            _stack_variant(pre=False, final=False),
+        ),
+        Mistake("every sublayer has its own norm: use norms[i] with sublayers[i].", _stack_variant(reuse_first=True)),
     ],
 )
 def pre_norm_stack(x, sublayers, norms, final_norm):
@@ -170,4 +201,3 @@ def pre_norm_stack(x, sublayers, norms, final_norm):
         connection.norm = copy.deepcopy(norm)
         x = connection(x, sublayer)
     return final_norm(x)
-

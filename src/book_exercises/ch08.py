@@ -21,10 +21,11 @@ from transformer_book import LabelSmoothingLoss, OutputLayer
 
 def _generator_cases():
     return [
-        Case((randn(2, 3, 8, seed=150), randn(10, 8, seed=151), randn(10, seed=152)),
-             "x (2, 3, 8), vocabulary 10"),
-        Case((randn(4, 8, seed=153), randn(6, 8, seed=154, scale=100.0), randn(6, seed=155)),
-             "logits in the hundreds (exp overflows float32 beyond 88)"),
+        Case((randn(2, 3, 8, seed=150), randn(10, 8, seed=151), randn(10, seed=152)), "x (2, 3, 8), vocabulary 10"),
+        Case(
+            (randn(4, 8, seed=153), randn(6, 8, seed=154, scale=100.0), randn(6, seed=155)),
+            "logits in the hundreds (exp overflows float32 beyond 88)",
+        ),
     ]
 
 
@@ -36,23 +37,30 @@ def _logits(x, weight, bias):
     cases=_generator_cases,
     atol=1e-4,
     mistakes=[
-        Mistake("you returned probabilities (softmax); the generator returns log-probabilities: "
-                "torch.log_softmax(logits, dim=-1).",
-                lambda x, w, b: torch.softmax(_logits(x, w, b), dim=-1)),
-        Mistake("you returned the raw logits: apply log_softmax over the vocabulary (dim=-1).",
-                _logits),
-        Mistake("log(softmax(...)) underflows: tiny probabilities round to 0 and their log is -inf. "
-                "Use torch.log_softmax, which subtracts the maximum first (the log-sum-exp trick).",
-                lambda x, w, b: torch.log(torch.softmax(_logits(x, w, b), dim=-1))),
-        Mistake("exp of large logits overflows to inf (and inf/inf is NaN): subtract each row's "
-                "maximum before exponentiating, or use torch.log_softmax.",
-                lambda x, w, b: torch.log(_logits(x, w, b).exp()
-                                          / _logits(x, w, b).exp().sum(-1, keepdim=True))),
-        Mistake("the log-softmax runs over the wrong axis: normalize over the vocabulary, dim=-1.",
-                lambda x, w, b: torch.log_softmax(_logits(x, w, b), dim=0)),
-        Mistake("weight has shape (vocab, d_model), as in nn.Linear: the logits are "
-                "x @ weight.T + bias.",
-                lambda x, w, b: torch.log_softmax(x @ w + b, dim=-1)),
+        Mistake(
+            "you returned probabilities (softmax); the generator returns log-probabilities: "
+            "torch.log_softmax(logits, dim=-1).",
+            lambda x, w, b: torch.softmax(_logits(x, w, b), dim=-1),
+        ),
+        Mistake("you returned the raw logits: apply log_softmax over the vocabulary (dim=-1).", _logits),
+        Mistake(
+            "log(softmax(...)) underflows: tiny probabilities round to 0 and their log is -inf. "
+            "Use torch.log_softmax, which subtracts the maximum first (the log-sum-exp trick).",
+            lambda x, w, b: torch.log(torch.softmax(_logits(x, w, b), dim=-1)),
+        ),
+        Mistake(
+            "exp of large logits overflows to inf (and inf/inf is NaN): subtract each row's "
+            "maximum before exponentiating, or use torch.log_softmax.",
+            lambda x, w, b: torch.log(_logits(x, w, b).exp() / _logits(x, w, b).exp().sum(-1, keepdim=True)),
+        ),
+        Mistake(
+            "the log-softmax runs over the wrong axis: normalize over the vocabulary, dim=-1.",
+            lambda x, w, b: torch.log_softmax(_logits(x, w, b), dim=0),
+        ),
+        Mistake(
+            "weight has shape (vocab, d_model), as in nn.Linear: the logits are x @ weight.T + bias.",
+            lambda x, w, b: torch.log_softmax(x @ w + b, dim=-1),
+        ),
     ],
 )
 def generator(x, weight, bias):
@@ -68,8 +76,9 @@ def generator(x, weight, bias):
 # Exercise 2: the label-smoothed target distribution
 
 
-def _smoothed_variant(spread_over=lambda vocab: vocab - 2, pad_column=True, pad_rows=True,
-                      right_gets=lambda s, vocab: 1 - s):
+def _smoothed_variant(
+    spread_over=lambda vocab: vocab - 2, pad_column=True, pad_rows=True, right_gets=lambda s, vocab: 1 - s
+):
     def compute(targets, vocab, pad, smoothing):
         distribution = torch.full((targets.size(0), vocab), smoothing / spread_over(vocab))
         distribution.scatter_(1, targets.unsqueeze(1), right_gets(smoothing, vocab))
@@ -78,31 +87,43 @@ def _smoothed_variant(spread_over=lambda vocab: vocab - 2, pad_column=True, pad_
         if pad_rows:
             distribution[targets == pad] = 0.0
         return distribution
+
     return compute
 
 
 def _smoothed_cases():
-    return [Case((torch.tensor([3, 1, 0, 4]), 6, 0, 0.1), "targets [3, 1, 0, 4], vocabulary 6, pad 0"),
-            Case((torch.tensor([2, 2, 5]), 8, 1, 0.3), "smoothing 0.3, pad_id 1"),
-            Case((torch.tensor([4]), 5, 0, 0.0), "smoothing 0 (one-hot)")]
+    return [
+        Case((torch.tensor([3, 1, 0, 4]), 6, 0, 0.1), "targets [3, 1, 0, 4], vocabulary 6, pad 0"),
+        Case((torch.tensor([2, 2, 5]), 8, 1, 0.3), "smoothing 0.3, pad_id 1"),
+        Case((torch.tensor([4]), 5, 0, 0.0), "smoothing 0 (one-hot)"),
+    ]
 
 
 @exercise(
     cases=_smoothed_cases,
     mistakes=[
-        Mistake("spread the smoothing over vocab - 2 tokens, every token except the right one and "
-                "padding (you divided by vocab - 1), so that each row sums to 1.",
-                _smoothed_variant(spread_over=lambda vocab: vocab - 1)),
-        Mistake("spread the smoothing over vocab - 2 tokens, every token except the right one and "
-                "padding (you divided by vocab).",
-                _smoothed_variant(spread_over=lambda vocab: vocab)),
-        Mistake("the padding column must be 0: the model is never trained to predict padding.",
-                _smoothed_variant(pad_column=False)),
-        Mistake("rows whose target is padding must be all zero: padding positions are not scored.",
-                _smoothed_variant(pad_rows=False)),
-        Mistake("the right token gets 1 - smoothing, the others share smoothing / (vocab - 2); you "
-                "gave it 1.",
-                _smoothed_variant(right_gets=lambda s, vocab: 1.0)),
+        Mistake(
+            "spread the smoothing over vocab - 2 tokens, every token except the right one and "
+            "padding (you divided by vocab - 1), so that each row sums to 1.",
+            _smoothed_variant(spread_over=lambda vocab: vocab - 1),
+        ),
+        Mistake(
+            "spread the smoothing over vocab - 2 tokens, every token except the right one and "
+            "padding (you divided by vocab).",
+            _smoothed_variant(spread_over=lambda vocab: vocab),
+        ),
+        Mistake(
+            "the padding column must be 0: the model is never trained to predict padding.",
+            _smoothed_variant(pad_column=False),
+        ),
+        Mistake(
+            "rows whose target is padding must be all zero: padding positions are not scored.",
+            _smoothed_variant(pad_rows=False),
+        ),
+        Mistake(
+            "the right token gets 1 - smoothing, the others share smoothing / (vocab - 2); you gave it 1.",
+            _smoothed_variant(right_gets=lambda s, vocab: 1.0),
+        ),
     ],
 )
 def smoothed_targets(targets, vocab_size, pad_id, smoothing):
@@ -115,10 +136,12 @@ def smoothed_targets(targets, vocab_size, pad_id, smoothing):
 
 
 def _top_k_cases():
-    return [Case((randn(2, 8, seed=160, scale=2.0), 3, 1.0), "k=3, temperature 1"),
-            Case((randn(1, 6, seed=161, scale=2.0), 2, 0.5), "k=2, temperature 0.5"),
-            Case((randn(3, 5, seed=162, scale=2.0), 5, 2.0), "k = vocabulary, temperature 2"),
-            Case((randn(1, 7, seed=163, scale=2.0), 1, 1.0), "k=1 (greedy)")]
+    return [
+        Case((randn(2, 8, seed=160, scale=2.0), 3, 1.0), "k=3, temperature 1"),
+        Case((randn(1, 6, seed=161, scale=2.0), 2, 0.5), "k=2, temperature 0.5"),
+        Case((randn(3, 5, seed=162, scale=2.0), 5, 2.0), "k = vocabulary, temperature 2"),
+        Case((randn(1, 7, seed=163, scale=2.0), 1, 1.0), "k=1 (greedy)"),
+    ]
 
 
 def _not_renormalized(logits, k, temperature):
@@ -130,22 +153,30 @@ def _not_renormalized(logits, k, temperature):
 @exercise(
     cases=_top_k_cases,
     mistakes=[
-        Mistake("you multiplied the logits by the temperature; divide by it (a low temperature "
-                "sharpens the distribution).",
-                lambda logits, k, t: top_k_probabilities(logits * t * t, k, t)),
-        Mistake("the kept probabilities are not renormalized: take the softmax after setting the "
-                "other logits to -inf, so the k kept tokens share all the probability.",
-                _not_renormalized),
-        Mistake("the removed logits were set to 0, not -inf: a logit of 0 still gets probability "
-                "e^0 / sum. Use masked_fill(..., float('-inf')).",
-                lambda logits, k, t: torch.softmax(
-                    (logits / t).masked_fill(logits / t < (logits / t).topk(k, -1).values[..., -1:], 0.0),
-                    dim=-1)),
-        Mistake("you kept one token too few: keep every logit >= the k-th largest "
-                "(topk(k).values[..., -1:]).",
-                lambda logits, k, t: top_k_probabilities(logits, k - 1, t) if k > 1 else None),
-        Mistake("the temperature is ignored: divide the logits by it before the softmax.",
-                lambda logits, k, t: top_k_probabilities(logits, k, 1.0)),
+        Mistake(
+            "you multiplied the logits by the temperature; divide by it (a low temperature sharpens the distribution).",
+            lambda logits, k, t: top_k_probabilities(logits * t * t, k, t),
+        ),
+        Mistake(
+            "the kept probabilities are not renormalized: take the softmax after setting the "
+            "other logits to -inf, so the k kept tokens share all the probability.",
+            _not_renormalized,
+        ),
+        Mistake(
+            "the removed logits were set to 0, not -inf: a logit of 0 still gets probability "
+            "e^0 / sum. Use masked_fill(..., float('-inf')).",
+            lambda logits, k, t: torch.softmax(
+                (logits / t).masked_fill(logits / t < (logits / t).topk(k, -1).values[..., -1:], 0.0), dim=-1
+            ),
+        ),
+        Mistake(
+            "you kept one token too few: keep every logit >= the k-th largest (topk(k).values[..., -1:]).",
+            lambda logits, k, t: top_k_probabilities(logits, k - 1, t) if k > 1 else None,
+        ),
+        Mistake(
+            "the temperature is ignored: divide the logits by it before the softmax.",
+            lambda logits, k, t: top_k_probabilities(logits, k, 1.0),
+        ),
     ],
 )
 def top_k_probabilities(logits, k, temperature):
@@ -155,4 +186,3 @@ def top_k_probabilities(logits, k, temperature):
     scaled = logits / temperature  # (..., vocab)
     kth_best = scaled.topk(k, dim=-1).values[..., -1:]  # (..., 1)
     return torch.softmax(scaled.masked_fill(scaled < kth_best, float("-inf")), dim=-1)
-

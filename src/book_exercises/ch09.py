@@ -31,6 +31,7 @@ def _warmup_cases():
 
 def _rates_of(function):
     """The rates of a list of steps, from a function of one step (None if it returns None)."""
+
     def rates(steps, d_model, warmup_steps):
         values = [function(step, d_model, warmup_steps) for step in steps]
         if any(value is None for value in values):
@@ -78,16 +79,12 @@ def _formula(d_model, d_ff, layers, vocab, biases=True, norms=True, tied=True):
     encoder_layer = 4 * linear + feed_forward + 2 * norm
     decoder_layer = 8 * linear + feed_forward + 3 * norm
     embeddings = vocab * d_model * (1 if tied else 3)
-    return torch.tensor(
-        layers * (encoder_layer + decoder_layer) + embeddings + bias * vocab
-    )
+    return torch.tensor(layers * (encoder_layer + decoder_layer) + embeddings + bias * vocab)
 
 
 def _count_cases():
     return [
-        Case(
-            (512, 2048, 6, 37000), "the base model (d_model 512, d_ff 2048, 6 layers)"
-        ),
+        Case((512, 2048, 6, 37000), "the base model (d_model 512, d_ff 2048, 6 layers)"),
         Case((64, 256, 2, 20), "the dates model (d_model 64, d_ff 256, 2 layers)"),
         Case((16, 32, 1, 5), "a tiny model"),
     ]
@@ -95,9 +92,7 @@ def _count_cases():
 
 @exercise(
     cases=_count_cases,
-    normalize=lambda got: (
-        torch.tensor(int(got)) if not isinstance(got, torch.Tensor) else got
-    ),
+    normalize=lambda got: torch.tensor(int(got)) if not isinstance(got, torch.Tensor) else got,
     mistakes=[
         Mistake(
             "you left out the biases (every nn.Linear has one, of its output size).",
@@ -143,17 +138,14 @@ def _teacher_cases():
     labels[3, 4] = (labels[3, 4] + 1) % 7  # a wrong last token (the end token)
     labels[4, 3:] = 0
     labels[4, 0] = (labels[4, 0] + 1) % 7
-    return [
-        Case((log_probs, labels, 0), "6 sequences of 5 tokens, vocabulary 7, pad id 0")
-    ]
+    return [Case((log_probs, labels, 0), "6 sequences of 5 tokens, vocabulary 7, pad id 0")]
 
 
 @exercise(
     cases=_teacher_cases,
     mistakes=[
         Mistake(
-            "padding positions must not count: a sequence is right when every label that is "
-            "not padding is the argmax.",
+            "padding positions must not count: a sequence is right when every label that is not padding is the argmax.",
             lambda lp, labels, pad: (lp.argmax(-1) == labels).all(dim=1),
         ),
         Mistake(
@@ -161,8 +153,7 @@ def _teacher_cases():
             lambda lp, labels, pad: teacher_forced_exact_match(lp[:, :-1], labels[:, :-1], pad),
         ),
         Mistake(
-            "return one boolean per sequence (all positions right), not per-token "
-            "correctness.",
+            "return one boolean per sequence (all positions right), not per-token correctness.",
             lambda lp, labels, pad: (lp.argmax(-1) == labels) | (labels == pad),
         ),
     ],
@@ -171,4 +162,3 @@ def teacher_forced_exact_match(log_probs, labels, pad_id):
     """(batch,) True where every non-padding label is the argmax."""
     right = (log_probs.argmax(dim=-1) == labels) | (labels == pad_id)  # (batch, t)
     return right.all(dim=1)  # (batch,)
-

@@ -37,16 +37,12 @@ def _greedy_cases():
     cases=_greedy_cases,
     mistakes=[
         Mistake(
-            "a sequence whose last token is end_id has ended: it must only repeat end_id, "
-            "whatever the model prefers.",
+            "a sequence whose last token is end_id has ended: it must only repeat end_id, whatever the model prefers.",
             lambda lp, tokens, end: torch.cat([tokens, lp.argmax(-1).unsqueeze(1)], dim=1),
         ),
         Mistake(
-            "append the new token at the end of each sequence (after tokens, along dim 1), "
-            "not in front.",
-            lambda lp, tokens, end: torch.cat(
-                [greedy_step(lp, tokens, end)[:, -1:], tokens], dim=1
-            ),
+            "append the new token at the end of each sequence (after tokens, along dim 1), not in front.",
+            lambda lp, tokens, end: torch.cat([greedy_step(lp, tokens, end)[:, -1:], tokens], dim=1),
         ),
         Mistake(
             "return the whole sequences (batch, t + 1), not only the new tokens.",
@@ -90,8 +86,7 @@ exercise(
             lambda scores, lengths, alpha: scores * ((5 + lengths) / 6) ** alpha,
         ),
         Mistake(
-            "raise ((5 + length) / 6) to the power alpha: alpha 0 must leave the scores as "
-            "they are.",
+            "raise ((5 + length) / 6) to the power alpha: alpha 0 must leave the scores as they are.",
             lambda scores, lengths, alpha: scores / ((5 + lengths) / 6),
         ),
     ],
@@ -145,10 +140,8 @@ exercise(
             _drop_the_crossing_token,
         ),
         Mistake(
-            "return the logits in their original order (scatter the kept positions back); "
-            "yours are still sorted.",
+            "return the logits in their original order (scatter the kept positions back); yours are still sorted.",
             _left_sorted,
         ),
     ],
 )(top_p_filter)
-

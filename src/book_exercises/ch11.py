@@ -39,8 +39,7 @@ def _entropy_cases():
             lambda w: -(w * w.log()).sum(dim=-1),
         ),
         Mistake(
-            "use the natural logarithm (entropy in nats, as the chapter prints it); log2 gives "
-            "bits.",
+            "use the natural logarithm (entropy in nats, as the chapter prints it); log2 gives bits.",
             lambda w: (torch.special.entr(w) / torch.log(torch.tensor(2.0))).sum(dim=-1),
         ),
         Mistake(
@@ -99,9 +98,7 @@ def _hit_cases():
             lambda w, e: alignment_hit_rate(w, e) * e.any(-1).sum(),
         ),
     ],
-    normalize=lambda got: (
-        got.float() if isinstance(got, torch.Tensor) else torch.tensor(float(got))
-    ),
+    normalize=lambda got: got.float() if isinstance(got, torch.Tensor) else torch.tensor(float(got)),
 )
 def alignment_hit_rate(weights, expected):
     """The fraction of rows with an expected key whose argmax key is expected."""
@@ -156,4 +153,3 @@ def ablate_head(concatenated, head, heads):
     per_head = concatenated.reshape(batch, seq, heads, width // heads).clone()
     per_head[:, :, head] = 0.0  # (batch, seq, heads, d_k)
     return per_head.reshape(batch, seq, width)
-

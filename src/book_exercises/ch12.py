@@ -37,9 +37,7 @@ def _numeral(number, zeros="run", trailing=False, lone_ten="leading"):
         if zeros_before and zeros != "none":
             text += "零" * (zeros_before if zeros == "digit" else 1)
         zeros_before = 0
-        drop_one = character == "1" and place == 1 and (
-            lone_ten == "always" or (lone_ten == "leading" and not text)
-        )
+        drop_one = character == "1" and place == 1 and (lone_ten == "always" or (lone_ten == "leading" and not text))
         text += ("" if drop_one else DIGITS[int(character)]) + UNITS[place]
     if trailing and zeros_before and zeros != "none":
         text += "零" * (zeros_before if zeros == "digit" else 1)
@@ -56,8 +54,7 @@ exercise(
     cases=_numeral_cases,
     mistakes=[
         Mistake(
-            "write 零 for the zeros inside the number, which English never says: 1,005 is "
-            "一千零五, not 一千五.",
+            "write 零 for the zeros inside the number, which English never says: 1,005 is 一千零五, not 一千五.",
             lambda number: _numeral(number, zeros="none"),
         ),
         Mistake(
@@ -70,8 +67,7 @@ exercise(
             lambda number: _numeral(number, zeros="digit", trailing=True),
         ),
         Mistake(
-            "write no 零 for the zeros at the end of the number: 1,050 is 一千零五十, not "
-            "一千零五十零.",
+            "write no 零 for the zeros at the end of the number: 1,050 is 一千零五十, not 一千零五十零.",
             lambda number: _numeral(number, trailing=True),
         ),
         Mistake(
@@ -196,4 +192,3 @@ def beam_step(scores, log_probs, beam_size):
     candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
     best_scores, best = candidates.flatten(1).topk(beam_size, dim=-1)
     return best_scores, best // vocab, best % vocab
-

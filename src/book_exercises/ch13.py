@@ -58,24 +58,20 @@ def _fallback_cases():
         ),
         Mistake(
             "the bytes of UTF-8, not of UTF-16: ☕ is E2 98 95 in UTF-8 (ch.encode('utf-8')).",
-            lambda text, known: _fallback(
-                text, known, lambda ch: [f"<0x{b:02X}>" for b in ch.encode("utf-16-be")]),
+            lambda text, known: _fallback(text, known, lambda ch: [f"<0x{b:02X}>" for b in ch.encode("utf-16-be")]),
         ),
         Mistake(
             "write each byte as two upper-case hex digits, <0xE2> (f'<0x{byte:02X}>'): the 256 "
             "byte tokens of the vocabulary are spelled that way.",
-            lambda text, known: _fallback(
-                text, known, lambda ch: [f"<0x{b:02x}>" for b in ch.encode("utf-8")]),
+            lambda text, known: _fallback(text, known, lambda ch: [f"<0x{b:02x}>" for b in ch.encode("utf-8")]),
         ),
         Mistake(
             "two hex digits for every byte: the tab is <0x09>, not <0x9> (f'<0x{byte:02X}>').",
-            lambda text, known: _fallback(
-                text, known, lambda ch: [f"<0x{b:X}>" for b in ch.encode("utf-8")]),
+            lambda text, known: _fallback(text, known, lambda ch: [f"<0x{b:X}>" for b in ch.encode("utf-8")]),
         ),
         Mistake(
             "only the unknown characters fall back to bytes: the known ones stay one token each.",
-            lambda text, known: (_fallback(text, set()) if set(text) - set(known)
-                                 else list(text)),
+            lambda text, known: _fallback(text, set()) if set(text) - set(known) else list(text),
         ),
         Mistake(
             "no character becomes <unk> any more: an unknown one is spelled by its bytes.",
@@ -118,14 +114,37 @@ def _pieces(word, vocab, longest=True, prefix="##", first="", unknown="word"):
     return tokens
 
 
-VOCAB = {"un", "##aff", "##able", "##a", "##b", "##le", "a", "play", "p", "##l", "##ay", "##ing",
-         "##s", "##in", "##g", "##er", "##ed", "u", "##n", "##y", "y", "##u"}
+VOCAB = {
+    "un",
+    "##aff",
+    "##able",
+    "##a",
+    "##b",
+    "##le",
+    "a",
+    "play",
+    "p",
+    "##l",
+    "##ay",
+    "##ing",
+    "##s",
+    "##in",
+    "##g",
+    "##er",
+    "##ed",
+    "u",
+    "##n",
+    "##y",
+    "y",
+    "##u",
+}
 
 
 def _wordpiece_cases():
-    return [Case((word, VOCAB), f"{word!r} with the small vocabulary")
-            for word in ("unaffable", "playing", "plays", "played", "unable", "unplayable",
-                         "xplay", "playx", "ay", "yuna")]
+    return [
+        Case((word, VOCAB), f"{word!r} with the small vocabulary")
+        for word in ("unaffable", "playing", "plays", "played", "unable", "unplayable", "xplay", "playx", "ay", "yuna")
+    ]
 
 
 @exercise(
@@ -149,13 +168,11 @@ def _wordpiece_cases():
             lambda word, vocab: _pieces(word, vocab, first="##"),
         ),
         Mistake(
-            "when no piece fits, the WHOLE word becomes ['[UNK]'], not the pieces found so far "
-            "followed by [UNK].",
+            "when no piece fits, the WHOLE word becomes ['[UNK]'], not the pieces found so far followed by [UNK].",
             lambda word, vocab: _pieces(word, vocab, unknown="piece"),
         ),
         Mistake(
-            "when no piece fits, the whole word becomes ['[UNK]']: skipping the character "
-            "loses it without a trace.",
+            "when no piece fits, the whole word becomes ['[UNK]']: skipping the character loses it without a trace.",
             lambda word, vocab: _pieces(word, vocab, unknown="skip"),
         ),
     ],
@@ -193,8 +210,7 @@ def _pack_cases():
             lambda lengths, row_tokens: pack_rows(lengths, row_tokens, order="given"),
         ),
         Mistake(
-            "longest first, not shortest: the short sentences are what fills the gaps at the "
-            "end, so they come last.",
+            "longest first, not shortest: the short sentences are what fills the gaps at the end, so they come last.",
             lambda lengths, row_tokens: pack_rows(lengths, row_tokens, order="shortest"),
         ),
         Mistake(
@@ -225,8 +241,7 @@ def pack_rows(lengths, row_tokens, order="longest", fit="first", strict=False):
     for index in indices:
         candidates = range(len(rows)) if fit == "first" else range(len(rows))[-1:]
         left = [row_tokens - used[row] - lengths[index] for row in candidates]
-        row = next((row for row, room in zip(candidates, left)
-                    if (room > 0 if strict else room >= 0)), None)
+        row = next((row for row, room in zip(candidates, left) if (room > 0 if strict else room >= 0)), None)
         if row is None:
             rows.append([])
             used.append(0)

@@ -33,10 +33,7 @@ def _penalty(outputs, references, pick="closest", rule="right", per_sentence=Fal
     "shortest", "mean"), ``rule`` the formula ("right", "inverted", "both ways",
     "uncapped"), ``per_sentence`` (the mean of each sentence's penalty)."""
     if per_sentence:
-        values = [
-            float(_penalty([output], [lengths], pick, rule))
-            for output, lengths in zip(outputs, references)
-        ]
+        values = [float(_penalty([output], [lengths], pick, rule)) for output, lengths in zip(outputs, references)]
         return torch.tensor(sum(values) / len(values), dtype=torch.float64)
     choose = {
         "closest": lambda output, lengths: _closest(output, lengths),
@@ -114,8 +111,7 @@ def _penalty_cases():
             lambda c, r: _penalty(c, r, pick="longest"),
         ),
         Mistake(
-            "use, for each sentence, the reference length closest to its output's length, not "
-            "the shortest one.",
+            "use, for each sentence, the reference length closest to its output's length, not the shortest one.",
             lambda c, r: _penalty(c, r, pick="shortest"),
         ),
         Mistake(
@@ -142,8 +138,7 @@ def brevity_penalty(hypothesis_lengths, reference_lengths):
     from sacrebleu.metrics import BLEU
 
     most = max(len(lengths) for lengths in reference_lengths)
-    streams = [["的" * lengths[k] if k < len(lengths) else None for lengths in reference_lengths]
-               for k in range(most)]
+    streams = [["的" * lengths[k] if k < len(lengths) else None for lengths in reference_lengths] for k in range(most)]
     hypotheses = ["的" * length for length in hypothesis_lengths]
     score = BLEU(tokenize="zh").corpus_score(hypotheses, streams)
     return torch.tensor(score.bp, dtype=torch.float64)
@@ -242,12 +237,14 @@ def clipped_matches(hypothesis, references, n):
     parts = BLEU(tokenize="zh", effective_order=True).sentence_score(hypothesis, references)
     return parts.counts[n - 1], parts.totals[n - 1]
 
+
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: chrF, the character n-gram F-score
 
 
-def _chrf(hypothesis, reference, beta=2.0, orders=6, spaces=False, clip=True, mean="scores",
-          over="effective", swap=False):
+def _chrf(
+    hypothesis, reference, beta=2.0, orders=6, spaces=False, clip=True, mean="scores", over="effective", swap=False
+):
     """Sentence chrF in percent, with the typical mistakes as switches: ``beta``, ``orders`` (the
     largest n), ``spaces`` (kept), ``clip`` (False: every n-gram of the output found in the
     reference matches), ``mean`` "scores" (the precisions and recalls averaged first, then one

@@ -62,16 +62,14 @@ def _min_p_cases():
             lambda logits, p: _cut(logits, logits.softmax(-1) >= p * logits.softmax(-1).max()),
         ),
         Mistake(
-            "the softmax runs over the vocabulary (dim=-1), one distribution per row, not "
-            "over the batch (dim=0).",
-            lambda logits, p: _cut(logits, logits.softmax(0)
-                                   >= p * logits.softmax(0).amax(-1, keepdim=True)),
+            "the softmax runs over the vocabulary (dim=-1), one distribution per row, not over the batch (dim=0).",
+            lambda logits, p: _cut(logits, logits.softmax(0) >= p * logits.softmax(0).amax(-1, keepdim=True)),
         ),
         Mistake(
-            "set the dropped logits to -inf, not to 0: exp(0) = 1 still gives them a share of "
-            "the probability.",
-            lambda logits, p: _cut(logits, logits.softmax(-1) >= p * logits.softmax(-1).amax(
-                -1, keepdim=True), fill=0.0),
+            "set the dropped logits to -inf, not to 0: exp(0) = 1 still gives them a share of the probability.",
+            lambda logits, p: _cut(
+                logits, logits.softmax(-1) >= p * logits.softmax(-1).amax(-1, keepdim=True), fill=0.0
+            ),
         ),
     ],
 )
@@ -100,11 +98,11 @@ def _repetition_cases():
     previous = torch.randint(0, 12, (3, 9), generator=seeded(154))
     previous[0, 5:] = previous[0, 0]  # one token said five times
     return [
-        Case((randn(3, 12, seed=155, scale=2.0), previous, 1.3),
-             "3 rows of 12 logits after 9 tokens each, penalty 1.3"),
+        Case(
+            (randn(3, 12, seed=155, scale=2.0), previous, 1.3), "3 rows of 12 logits after 9 tokens each, penalty 1.3"
+        ),
         Case((randn(3, 12, seed=156, scale=2.0), previous, 2.0), "other logits, penalty 2.0"),
-        Case((randn(3, 12, seed=155, scale=2.0), previous[:, :2], 1.5),
-             "after 2 tokens each, penalty 1.5"),
+        Case((randn(3, 12, seed=155, scale=2.0), previous[:, :2], 1.5), "after 2 tokens each, penalty 1.5"),
     ]
 
 
@@ -121,14 +119,21 @@ def _repetition_cases():
             "you made repeated tokens more likely: a positive logit is DIVIDED by the penalty "
             "(> 1), a negative one multiplied by it.",
             lambda logits, previous, penalty: _penalized(
-                logits, previous, torch.where(logits > 0, logits * penalty, logits / penalty)),
+                logits, previous, torch.where(logits > 0, logits * penalty, logits / penalty)
+            ),
         ),
         Mistake(
             "the penalty is applied once per token that occurred, however often it occurred "
             "(CTRL's rule; a penalty growing with the count is the frequency penalty).",
-            lambda logits, previous, penalty: _penalized(logits, previous, torch.where(
-                logits > 0, logits / penalty**_counts(logits, previous),
-                logits * penalty**_counts(logits, previous))),
+            lambda logits, previous, penalty: _penalized(
+                logits,
+                previous,
+                torch.where(
+                    logits > 0,
+                    logits / penalty ** _counts(logits, previous),
+                    logits * penalty ** _counts(logits, previous),
+                ),
+            ),
         ),
         Mistake(
             "the repetition penalty scales the logit (divide a positive one, multiply a "
@@ -136,11 +141,13 @@ def _repetition_cases():
             lambda logits, previous, penalty: _penalized(logits, previous, logits - penalty),
         ),
         Mistake(
-            "penalize the tokens that DID occur in the row's previous tokens, and leave the "
-            "others as they are.",
+            "penalize the tokens that DID occur in the row's previous tokens, and leave the others as they are.",
             lambda logits, previous, penalty: _penalized(
-                logits, previous, torch.where(logits > 0, logits / penalty, logits * penalty),
-                where=~_seen(logits, previous)),
+                logits,
+                previous,
+                torch.where(logits > 0, logits / penalty, logits * penalty),
+                where=~_seen(logits, previous),
+            ),
         ),
     ],
 )
@@ -178,14 +185,20 @@ def _banned(logits, previous, n, prefix=None, first_only=False):
 
 def _no_repeat_cases():
     logits = randn(2, 8, seed=157, scale=2.0)
-    verses = torch.tensor([[1, 2, 3, 4, 2, 3, 5, 2, 3],  # 2 3 followed by 4, then by 5
-                           [6, 6, 7, 1, 6, 7, 0, 1, 6]])  # 1 6 after 6 7 earlier
+    verses = torch.tensor(
+        [
+            [1, 2, 3, 4, 2, 3, 5, 2, 3],  # 2 3 followed by 4, then by 5
+            [6, 6, 7, 1, 6, 7, 0, 1, 6],
+        ]
+    )  # 1 6 after 6 7 earlier
     return [
         Case((logits, verses, 3), "2 rows of 9 tokens, trigrams"),
         Case((logits, verses, 2), "the same rows, bigrams"),
         Case((logits, verses[:, :2], 3), "2 tokens per row, trigrams (none complete yet)"),
-        Case((logits, torch.tensor([[4, 5, 6, 1, 4, 5, 6, 2, 4, 5, 6], [7] * 11]), 4),
-             "4-grams after 4 5 6 1 4 5 6 2 4 5 6 and after 7 said 11 times"),
+        Case(
+            (logits, torch.tensor([[4, 5, 6, 1, 4, 5, 6, 2, 4, 5, 6], [7] * 11]), 4),
+            "4-grams after 4 5 6 1 4 5 6 2 4 5 6 and after 7 said 11 times",
+        ),
     ]
 
 
@@ -209,10 +222,10 @@ def _no_repeat_cases():
             lambda logits, previous, n: _banned(logits, previous, n, first_only=True),
         ),
         Mistake(
-            "set the banned logits to -inf, not to 0: exp(0) = 1 still leaves them a share "
-            "of the probability.",
+            "set the banned logits to -inf, not to 0: exp(0) = 1 still leaves them a share of the probability.",
             lambda logits, previous, n: torch.where(
-                _banned(logits, previous, n) == INF, torch.zeros_like(logits), logits),
+                _banned(logits, previous, n) == INF, torch.zeros_like(logits), logits
+            ),
         ),
     ],
 )

@@ -37,21 +37,31 @@ def _interleaved_turn(x):
 @exercise(
     cases=_unrotate_cases,
     mistakes=[
-        Mistake("you rotated forwards again: the inverse of a rotation by m·θ is the rotation "
-                "by −m·θ, and cos(−a) = cos(a), sin(−a) = −sin(a), so flip the sign of the sin "
-                "term.", lambda rotated, cos, sin: apply_rotary(rotated, cos, sin)),
-        Mistake("the pairs are the halves (feature i with feature i + d_k/2, rotate_half), not "
-                "neighbours (2i, 2i + 1): the table's cos and sin are laid out for the halves.",
-                lambda rotated, cos, sin: rotated * cos - _interleaved_turn(rotated) * sin),
-        Mistake("dividing by cos does not undo a rotation (and cos can be 0): rotate back, "
-                "x = rotated · cos − rotate_half(rotated) · sin.",
-                lambda rotated, cos, sin: rotated / cos),
-        Mistake("cos(−a) = cos(a): rotating back flips the sign of the sin only, not of the "
-                "cos (negating both turns the vectors half a turn further).",
-                lambda rotated, cos, sin: apply_rotary(rotated, -cos, -sin)),
-        Mistake("cos multiplies the vector itself and sin its turned copy "
-                "(rotate_half): you swapped them.",
-                lambda rotated, cos, sin: apply_rotary(rotated, sin, -cos)),
+        Mistake(
+            "you rotated forwards again: the inverse of a rotation by m·θ is the rotation "
+            "by −m·θ, and cos(−a) = cos(a), sin(−a) = −sin(a), so flip the sign of the sin "
+            "term.",
+            lambda rotated, cos, sin: apply_rotary(rotated, cos, sin),
+        ),
+        Mistake(
+            "the pairs are the halves (feature i with feature i + d_k/2, rotate_half), not "
+            "neighbours (2i, 2i + 1): the table's cos and sin are laid out for the halves.",
+            lambda rotated, cos, sin: rotated * cos - _interleaved_turn(rotated) * sin,
+        ),
+        Mistake(
+            "dividing by cos does not undo a rotation (and cos can be 0): rotate back, "
+            "x = rotated · cos − rotate_half(rotated) · sin.",
+            lambda rotated, cos, sin: rotated / cos,
+        ),
+        Mistake(
+            "cos(−a) = cos(a): rotating back flips the sign of the sin only, not of the "
+            "cos (negating both turns the vectors half a turn further).",
+            lambda rotated, cos, sin: apply_rotary(rotated, -cos, -sin),
+        ),
+        Mistake(
+            "cos multiplies the vector itself and sin its turned copy (rotate_half): you swapped them.",
+            lambda rotated, cos, sin: apply_rotary(rotated, sin, -cos),
+        ),
     ],
 )
 def unrotate(rotated, cos, sin):
@@ -64,12 +74,12 @@ def unrotate(rotated, cos, sin):
 
 def _cache_cases():
     return [
-        Case((32, 32, 8, 4096, 4096, 2), "Llama-3-8B-like: 32 layers, 32 heads, 8 key/value "
-             "heads, d_model 4096, 4,096 tokens, 2 bytes"),
-        Case((4, 8, 2, 256, 1024, 4), "4 layers, 8 heads, 2 key/value heads, d_model 256, "
-             "1,024 tokens, 4 bytes"),
-        Case((2, 4, 4, 32, 10, 8), "multi-head: 2 layers, 4 heads, d_model 32, 10 tokens, "
-             "8 bytes"),
+        Case(
+            (32, 32, 8, 4096, 4096, 2),
+            "Llama-3-8B-like: 32 layers, 32 heads, 8 key/value heads, d_model 4096, 4,096 tokens, 2 bytes",
+        ),
+        Case((4, 8, 2, 256, 1024, 4), "4 layers, 8 heads, 2 key/value heads, d_model 256, 1,024 tokens, 4 bytes"),
+        Case((2, 4, 4, 32, 10, 8), "multi-head: 2 layers, 4 heads, d_model 32, 10 tokens, 8 bytes"),
     ]
 
 
@@ -77,18 +87,27 @@ def _cache_cases():
     cases=_cache_cases,
     success="matches the chapter's count of the cache",
     mistakes=[
-        Mistake("the cache holds the key/value heads only: kv_heads of them, each shared by "
-                "heads // kv_heads query heads, not one per query head.",
-                lambda layers, heads, kv, d, tokens, b: 2 * layers * heads * (d // heads)
-                * tokens * b),
-        Mistake("the cache holds keys AND values: twice the keys' bytes.",
-                lambda layers, heads, kv, d, tokens, b: layers * kv * (d // heads) * tokens * b),
-        Mistake("each key/value head has d_k = d_model // heads features, not d_model.",
-                lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * d * tokens * b),
-        Mistake("every layer keeps its own keys and values: multiply by layers.",
-                lambda layers, heads, kv, d, tokens, b: 2 * kv * (d // heads) * tokens * b),
-        Mistake("count bytes, not values: multiply by bytes_per_value.",
-                lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * (d // heads) * tokens),
+        Mistake(
+            "the cache holds the key/value heads only: kv_heads of them, each shared by "
+            "heads // kv_heads query heads, not one per query head.",
+            lambda layers, heads, kv, d, tokens, b: 2 * layers * heads * (d // heads) * tokens * b,
+        ),
+        Mistake(
+            "the cache holds keys AND values: twice the keys' bytes.",
+            lambda layers, heads, kv, d, tokens, b: layers * kv * (d // heads) * tokens * b,
+        ),
+        Mistake(
+            "each key/value head has d_k = d_model // heads features, not d_model.",
+            lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * d * tokens * b,
+        ),
+        Mistake(
+            "every layer keeps its own keys and values: multiply by layers.",
+            lambda layers, heads, kv, d, tokens, b: 2 * kv * (d // heads) * tokens * b,
+        ),
+        Mistake(
+            "count bytes, not values: multiply by bytes_per_value.",
+            lambda layers, heads, kv, d, tokens, b: 2 * layers * kv * (d // heads) * tokens,
+        ),
     ],
 )
 def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
@@ -101,8 +120,7 @@ def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
 
 def _swiglu_cases():
     return [
-        Case((4096, 2 * 4096 * 4 * 4096, 256), "d_model 4096, the budget of a 4·d_model ReLU "
-             "layer, multiple of 256"),
+        Case((4096, 2 * 4096 * 4 * 4096, 256), "d_model 4096, the budget of a 4·d_model ReLU layer, multiple of 256"),
         Case((512, 1_000_000, 64), "d_model 512, a budget of 1,000,000, multiple of 64"),
         Case((128, 131_072, 16), "d_model 128, a budget of 131,072, multiple of 16"),
     ]
@@ -112,24 +130,33 @@ def _swiglu_cases():
     cases=_swiglu_cases,
     success="matches the largest multiple within the budget",
     mistakes=[
-        Mistake("a SwiGLU layer has THREE d_model × hidden matrices (gate, up, down), not two: "
-                "divide the budget by 3 · d_model.",
-                lambda d, budget, m: (budget // (2 * d)) - (budget // (2 * d)) % m),
-        Mistake("round DOWN to the multiple: rounding up goes over the budget.",
-                lambda d, budget, m: -(-(budget // (3 * d)) // m) * m),
-        Mistake("the hidden size must be a multiple of multiple_of (kernels run faster on "
-                "round sizes): round budget // (3 · d_model) down to one.",
-                lambda d, budget, m: budget // (3 * d)),
-        Mistake("budget // (3 · d_model) // multiple_of counts the multiples: multiply it back "
-                "by multiple_of to get the hidden size.",
-                lambda d, budget, m: budget // (3 * d) // m),
-        Mistake("8/3 · d_model is the size for a 4 · d_model ReLU layer's budget only: start "
-                "from the budget you are given, budget // (3 · d_model).",
-                lambda d, budget, m: int(8 * d / 3) - int(8 * d / 3) % m),
+        Mistake(
+            "a SwiGLU layer has THREE d_model × hidden matrices (gate, up, down), not two: "
+            "divide the budget by 3 · d_model.",
+            lambda d, budget, m: (budget // (2 * d)) - (budget // (2 * d)) % m,
+        ),
+        Mistake(
+            "round DOWN to the multiple: rounding up goes over the budget.",
+            lambda d, budget, m: -(-(budget // (3 * d)) // m) * m,
+        ),
+        Mistake(
+            "the hidden size must be a multiple of multiple_of (kernels run faster on "
+            "round sizes): round budget // (3 · d_model) down to one.",
+            lambda d, budget, m: budget // (3 * d),
+        ),
+        Mistake(
+            "budget // (3 · d_model) // multiple_of counts the multiples: multiply it back "
+            "by multiple_of to get the hidden size.",
+            lambda d, budget, m: budget // (3 * d) // m,
+        ),
+        Mistake(
+            "8/3 · d_model is the size for a 4 · d_model ReLU layer's budget only: start "
+            "from the budget you are given, budget // (3 · d_model).",
+            lambda d, budget, m: int(8 * d / 3) - int(8 * d / 3) % m,
+        ),
     ],
 )
 def swiglu_size(d_model, budget, multiple_of):
     """The largest hidden size, a multiple of multiple_of, whose SwiGLU fits the budget."""
     largest = budget // (3 * d_model)
     return largest - largest % multiple_of
-

@@ -22,8 +22,14 @@ from transformer_book import TRANSLATION_CONFIG, micro_batch_index
 # Exercise 1: the parameter bytes one process holds under FSDP
 
 
-def _cut(shapes, world_size, rank, bytes_per_value, rows=lambda shape: shape[0],
-         held=lambda piece, left: max(0, min(piece, left))):
+def _cut(
+    shapes,
+    world_size,
+    rank,
+    bytes_per_value,
+    rows=lambda shape: shape[0],
+    held=lambda piece, left: max(0, min(piece, left)),
+):
     """Mistaken cuts: the axis cut (``rows``) and the rows a rank holds (``held``)."""
     total = 0
     for shape in shapes:
@@ -55,8 +61,7 @@ def _shard_cases():
     return [
         Case((shapes, 2, 0, 4), "the translator's 88 tensors, 2 processes, rank 0, float32"),
         Case((shapes, 2, 1, 4), "the translator, 2 processes, rank 1, float32"),
-        Case(([(5, 3), (7,), (2, 2)], 4, 3, 2), "shapes (5, 3), (7,), (2, 2); 4 processes, "
-             "rank 3, 2 bytes a value"),
+        Case(([(5, 3), (7,), (2, 2)], 4, 3, 2), "shapes (5, 3), (7,), (2, 2); 4 processes, rank 3, 2 bytes a value"),
         Case(([(8, 8), (3,)], 4, 1, 4), "shapes (8, 8), (3,); 4 processes, rank 1, float32"),
     ]
 
@@ -65,28 +70,41 @@ def _shard_cases():
     cases=_shard_cases,
     success="matches torch.chunk's pieces",
     mistakes=[
-        Mistake("FSDP cuts each tensor, not the total: every tensor's rows go in pieces of "
-                "ceil(rows / world_size) (torch.chunk), so the first ranks hold a little "
-                "more and the last ones less, or nothing.",
-                lambda shapes, w, r, b: sum(math.prod(s) for s in shapes) * b // w),
-        Mistake("rows // world_size drops the remainder rows: a piece holds "
-                "ceil(rows / world_size) rows, -(-rows // world_size), and the last ranks "
-                "hold what is left.",
-                lambda shapes, w, r, b: sum(s[0] // w * math.prod(s[1:]) for s in shapes) * b),
-        Mistake("count bytes, not values: multiply by bytes_per_value.",
-                lambda shapes, w, r, b: shard_bytes(shapes, w, r, 1)),
-        Mistake("torch.chunk does not spread the remainder one row each over the first ranks "
-                "(that is torch.tensor_split): every piece but the last holds "
-                "ceil(rows / world_size) rows, and the last ones hold what is left, or nothing.",
-                _split_evenly),
-        Mistake("the last pieces are smaller or empty: a rank holds min(piece, rows - rank · "
-                "piece) rows, not a whole piece.",
-                lambda shapes, w, r, b: _cut(shapes, w, r, b, held=lambda piece, left: piece)),
-        Mistake("a rank past the end of a small tensor holds no rows, not a negative number: "
-                "max(0, rows - rank · piece).",
-                lambda shapes, w, r, b: _cut(shapes, w, r, b, held=min)),
-        Mistake("FSDP cuts a tensor's first axis, its rows (shape[0]), not its last.",
-                lambda shapes, w, r, b: _cut(shapes, w, r, b, rows=lambda shape: shape[-1])),
+        Mistake(
+            "FSDP cuts each tensor, not the total: every tensor's rows go in pieces of "
+            "ceil(rows / world_size) (torch.chunk), so the first ranks hold a little "
+            "more and the last ones less, or nothing.",
+            lambda shapes, w, r, b: sum(math.prod(s) for s in shapes) * b // w,
+        ),
+        Mistake(
+            "rows // world_size drops the remainder rows: a piece holds "
+            "ceil(rows / world_size) rows, -(-rows // world_size), and the last ranks "
+            "hold what is left.",
+            lambda shapes, w, r, b: sum(s[0] // w * math.prod(s[1:]) for s in shapes) * b,
+        ),
+        Mistake(
+            "count bytes, not values: multiply by bytes_per_value.",
+            lambda shapes, w, r, b: shard_bytes(shapes, w, r, 1),
+        ),
+        Mistake(
+            "torch.chunk does not spread the remainder one row each over the first ranks "
+            "(that is torch.tensor_split): every piece but the last holds "
+            "ceil(rows / world_size) rows, and the last ones hold what is left, or nothing.",
+            _split_evenly,
+        ),
+        Mistake(
+            "the last pieces are smaller or empty: a rank holds min(piece, rows - rank · "
+            "piece) rows, not a whole piece.",
+            lambda shapes, w, r, b: _cut(shapes, w, r, b, held=lambda piece, left: piece),
+        ),
+        Mistake(
+            "a rank past the end of a small tensor holds no rows, not a negative number: max(0, rows - rank · piece).",
+            lambda shapes, w, r, b: _cut(shapes, w, r, b, held=min),
+        ),
+        Mistake(
+            "FSDP cuts a tensor's first axis, its rows (shape[0]), not its last.",
+            lambda shapes, w, r, b: _cut(shapes, w, r, b, rows=lambda shape: shape[-1]),
+        ),
     ],
 )
 def shard_bytes(shapes, world_size, rank, bytes_per_value):
@@ -104,8 +122,16 @@ def shard_bytes(shapes, world_size, rank, bytes_per_value):
 # Exercise 2: the loss scale of fp16 training
 
 
-def _rule(scale, found_inf, good_steps, growth_interval, reset_after_inf=True,
-          reset_after_growth=True, backoff=0.5, count_first=True):
+def _rule(
+    scale,
+    found_inf,
+    good_steps,
+    growth_interval,
+    reset_after_inf=True,
+    reset_after_growth=True,
+    backoff=0.5,
+    count_first=True,
+):
     """Mistaken versions of the rule, one switch each."""
     if found_inf:
         return scale * backoff, 0 if reset_after_inf else good_steps
@@ -130,17 +156,24 @@ def _scale_cases():
     cases=_scale_cases,
     success="matches torch's GradScaler update",
     mistakes=[
-        Mistake("after an overflow the count of good steps starts again at 0: the scale "
-                "grows only after growth_interval good steps IN A ROW.",
-                lambda s, inf, g, n: _rule(s, inf, g, n, reset_after_inf=False)),
-        Mistake("after the scale grows, the count starts again at 0, or it would double at "
-                "every later step.",
-                lambda s, inf, g, n: _rule(s, inf, g, n, reset_after_growth=False)),
-        Mistake("an overflow halves the scale (backoff 0.5); it does not leave it as it is.",
-                lambda s, inf, g, n: _rule(s, inf, g, n, backoff=1.0)),
-        Mistake("count this good step before comparing: the scale doubles at the step that "
-                "brings the count to growth_interval, not one step later.",
-                lambda s, inf, g, n: _rule(s, inf, g, n, count_first=False)),
+        Mistake(
+            "after an overflow the count of good steps starts again at 0: the scale "
+            "grows only after growth_interval good steps IN A ROW.",
+            lambda s, inf, g, n: _rule(s, inf, g, n, reset_after_inf=False),
+        ),
+        Mistake(
+            "after the scale grows, the count starts again at 0, or it would double at every later step.",
+            lambda s, inf, g, n: _rule(s, inf, g, n, reset_after_growth=False),
+        ),
+        Mistake(
+            "an overflow halves the scale (backoff 0.5); it does not leave it as it is.",
+            lambda s, inf, g, n: _rule(s, inf, g, n, backoff=1.0),
+        ),
+        Mistake(
+            "count this good step before comparing: the scale doubles at the step that "
+            "brings the count to growth_interval, not one step later.",
+            lambda s, inf, g, n: _rule(s, inf, g, n, count_first=False),
+        ),
     ],
 )
 def update_scale(scale, found_inf, good_steps, growth_interval):
@@ -171,18 +204,24 @@ def _resume_cases():
     cases=_resume_cases,
     success="matches micro_batch_index's stream",
     mistakes=[
-        Mistake("a step reads world_size × accumulate batches: one per process per "
-                "micro-batch, so step s starts at batch s · world_size · accumulate.",
-                lambda s, w, k, n: resume_position(s, 1, k, n)),
-        Mistake("accumulation reads batches too: step s starts at s · world_size · "
-                "accumulate, not s · world_size.",
-                lambda s, w, k, n: resume_position(s, w, 1, n)),
-        Mistake("epochs count from 1 (the seed of epoch e is seed · 1000 + e): add 1 to "
-                "index // batches_per_epoch.",
-                lambda s, w, k, n: ((s * w * k) // n, (s * w * k) % n)),
-        Mistake("the index within the epoch is what is left after the whole epochs: "
-                "index % batches_per_epoch, not the index in the whole stream.",
-                lambda s, w, k, n: ((s * w * k) // n + 1, s * w * k)),
+        Mistake(
+            "a step reads world_size × accumulate batches: one per process per "
+            "micro-batch, so step s starts at batch s · world_size · accumulate.",
+            lambda s, w, k, n: resume_position(s, 1, k, n),
+        ),
+        Mistake(
+            "accumulation reads batches too: step s starts at s · world_size · accumulate, not s · world_size.",
+            lambda s, w, k, n: resume_position(s, w, 1, n),
+        ),
+        Mistake(
+            "epochs count from 1 (the seed of epoch e is seed · 1000 + e): add 1 to index // batches_per_epoch.",
+            lambda s, w, k, n: ((s * w * k) // n, (s * w * k) % n),
+        ),
+        Mistake(
+            "the index within the epoch is what is left after the whole epochs: "
+            "index % batches_per_epoch, not the index in the whole stream.",
+            lambda s, w, k, n: ((s * w * k) // n + 1, s * w * k),
+        ),
     ],
 )
 def resume_position(step, world_size, accumulate, batches_per_epoch):

@@ -115,13 +115,16 @@ class Exercise:
     def __post_init__(self):
         known = EXERCISES.get(self.name)
         if known is not None and known.chapter != self.chapter:
-            raise ValueError(f"two exercises are called {self.name!r}: in {known.chapter} and in "
-                             f"{self.chapter or 'an unnamed module'}; give one another name")
+            raise ValueError(
+                f"two exercises are called {self.name!r}: in {known.chapter} and in "
+                f"{self.chapter or 'an unnamed module'}; give one another name"
+            )
         EXERCISES[self.name] = self
 
 
-def exercise(cases: Callable[[], Sequence[Case]], mistakes: Sequence[Mistake] = (), *,
-             task: str | None = None, **options) -> Callable[[Callable], Callable]:
+def exercise(
+    cases: Callable[[], Sequence[Case]], mistakes: Sequence[Mistake] = (), *, task: str | None = None, **options
+) -> Callable[[Callable], Callable]:
     """Declare the function it decorates as the reference answer of the exercise of its name.
 
     The exercise is called like the function (the name of the reader's stub) and asks what the
@@ -132,9 +135,17 @@ def exercise(cases: Callable[[], Sequence[Case]], mistakes: Sequence[Mistake] = 
 
     def declare(reference: Callable) -> Callable:
         asks = task if task is not None else (inspect.getdoc(reference) or "").split("\n\n")[0]
-        Exercise(name=reference.__name__, task=" ".join(asks.split()), cases=cases,
-                 reference=reference, mistakes=mistakes, chapter=chapter, **options)
+        Exercise(
+            name=reference.__name__,
+            task=" ".join(asks.split()),
+            cases=cases,
+            reference=reference,
+            mistakes=mistakes,
+            chapter=chapter,
+            **options,
+        )
         return reference
+
     return declare
 
 
@@ -149,8 +160,10 @@ def check(function: Callable, device=None, exercise: str | None = None) -> Check
             break
         importlib.import_module(f"book_exercises.{chapter}")
     if name not in EXERCISES:
-        raise ValueError(f"no exercise is called {name!r}: keep the name of the stub's function, "
-                         f"or name the exercise, e.g. check({name}, exercise='sinusoidal_table')")
+        raise ValueError(
+            f"no exercise is called {name!r}: keep the name of the stub's function, "
+            f"or name the exercise, e.g. check({name}, exercise='sinusoidal_table')"
+        )
     return run(EXERCISES[name], function, device)
 
 
@@ -183,8 +196,11 @@ def same(got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     True if ``got`` and ``expected`` (tensors, or tuples of tensors) have equal shapes and values
     (NaN equal to NaN; booleans and integers exactly)."""
     if isinstance(expected, (tuple, list)):
-        return (isinstance(got, (tuple, list)) and len(got) == len(expected)
-                and all(same(g, e, atol, rtol) for g, e in zip(got, expected)))
+        return (
+            isinstance(got, (tuple, list))
+            and len(got) == len(expected)
+            and all(same(g, e, atol, rtol) for g, e in zip(got, expected))
+        )
     if not isinstance(got, torch.Tensor) or not isinstance(expected, torch.Tensor):
         return got == expected
     if got.shape != expected.shape:
@@ -223,8 +239,9 @@ def difference(got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> str:
     else:
         wrong = ~torch.isclose(got.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True)
     where = tuple(torch.nonzero(wrong)[0].tolist())
-    return (f"first difference at index {where}: expected {format_value(expected[where])}, "
-            f"got {format_value(got[where])}")
+    return (
+        f"first difference at index {where}: expected {format_value(expected[where])}, got {format_value(got[where])}"
+    )
 
 
 def format_value(value: torch.Tensor) -> str:
@@ -254,18 +271,21 @@ def run(exercise: Exercise, function: Callable, device=None) -> CheckResult:
             with torch.no_grad():
                 got = function(*to_device(case.args, device), **to_device(case.kwargs, device))
         except NotImplementedError:
-            return report(NOT_ATTEMPTED, f"{exercise.name} (replace `raise NotImplementedError` "
-                                         "with your code, then run this cell again).")
+            return report(
+                NOT_ATTEMPTED,
+                f"{exercise.name} (replace `raise NotImplementedError` with your code, then run this cell again).",
+            )
         except Exception as error:  # noqa: BLE001 (whatever the reader's code raises is reported)
             mistake = _raising_mistake(exercise, case, error)
             if mistake is not None:
                 return report(WRONG, mistake.hint)
-            return report(WRONG, f"your function raised {type(error).__name__} on {case.label}: "
-                                 f"{first_line(error)}")
+            return report(WRONG, f"your function raised {type(error).__name__} on {case.label}: {first_line(error)}")
         if got is None:
             if number == 0:
-                return report(NOT_ATTEMPTED, f"{exercise.name} returns None (write its body and "
-                                             "return the result, then run this cell again).")
+                return report(
+                    NOT_ATTEMPTED,
+                    f"{exercise.name} returns None (write its body and return the result, then run this cell again).",
+                )
             return report(WRONG, f"your function returned None on {case.label}")
         got = to_cpu(got)
         if exercise.normalize is not None:
@@ -311,8 +331,9 @@ def _outputs(exercise: Exercise, function: Callable, device, cases: Sequence[Cas
     return outputs
 
 
-def _matching_mistake(exercise: Exercise, function: Callable, device, cases: Sequence[Case],
-                      failing: int, got) -> Mistake | None:
+def _matching_mistake(
+    exercise: Exercise, function: Callable, device, cases: Sequence[Case], failing: int, got
+) -> Mistake | None:
     """The first mistake that reproduces the reader's output on the failing case and on every other
     case where both can be computed (so that two mistakes alike on one case are told apart)."""
     outputs = None
@@ -332,8 +353,7 @@ def _matching_mistake(exercise: Exercise, function: Callable, device, cases: Seq
                     wrong = exercise.adapt(mistake.compute)(*case.args, **case.kwargs)
             except Exception:  # noqa: BLE001, S112 (a case the mistake cannot run on says nothing)
                 continue
-            if output is not None and wrong is not None and not same(output, wrong, exercise.atol,
-                                                                      exercise.rtol):
+            if output is not None and wrong is not None and not same(output, wrong, exercise.atol, exercise.rtol):
                 agrees = False
                 break
         if agrees:

@@ -24,6 +24,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``generator`` (chapter 8): The final linear layer and softmax, sampling, and label smoothing
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
+- ``shipped`` (chapter 9): The files the package ships
 - ``training`` (chapter 9): Training
 - ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
@@ -225,6 +226,12 @@ from transformer_book.positional import (
     PositionalEncoding,
     sinusoidal_table,
 )
+from transformer_book.shipped import (
+    FOLDERS,
+    load_record,
+    load_weights,
+    shipped_file,
+)
 from transformer_book.subwords import (
     BYTE_OF,
     BYTE_SYMBOLS,
@@ -321,6 +328,7 @@ __all__ = [
     "ENGLISH_WORDS",
     "FEED_FORWARDS",
     "FIRST_DAY",
+    "FOLDERS",
     "GPT",
     "HELD_OUT",
     "HF_ACTIVATIONS",
@@ -447,11 +455,13 @@ __all__ = [
     "llama_from_hf",
     "llama_parameter_pairs",
     "load_checkpoint",
+    "load_record",
     "load_torch_attention",
     "load_torch_decoder_layer",
     "load_torch_encoder_layer",
     "load_torch_transformer",
     "load_translator",
+    "load_weights",
     "make_model",
     "mean_token_loss",
     "merge_pair",
@@ -490,6 +500,7 @@ __all__ = [
     "scaled_loss",
     "sequence_log_prob",
     "sequence_loss",
+    "shipped_file",
     "sinusoidal_table",
     "split_verses",
     "start_processes",

@@ -10,10 +10,8 @@ copies a Hugging Face ``LlamaForCausalLM`` into it."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from importlib.resources import files
 
 import torch
 import torch.nn.functional as F
@@ -21,8 +19,10 @@ from torch import nn
 
 from transformer_book.feed_forward import ActivationFeedForward
 from transformer_book.masking import subsequent_mask
+from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm
 from transformer_book.positional import sinusoidal_table
+from transformer_book.shipped import load_record
 from transformer_book.validation import (
     check_positive_int,
     check_positive_number,
@@ -161,17 +161,17 @@ def swiglu_hidden(d_model: int, multiple_of: int = 256) -> int:
 
 
 # %% book/16_modern_decoder.ipynb, cell 37
-class GroupedQueryAttention(nn.Module):
+class GroupedQueryAttention(MultiHeadAttention):
     """Causal self-attention with key/value heads shared by groups of query heads.
 
-    Causal self-attention with ``heads`` query heads sharing ``kv_heads`` key/value
-    heads (``heads // kv_heads`` queries per group), rotary positions, no biases.
+    Chapter 3's multi-head attention with ``kv_heads`` key/value heads for ``heads``
+    query heads (``heads // kv_heads`` queries per group), rotary positions, no biases.
 
     x (batch, seq, d_model) -> (batch, seq, d_model). kv_heads = heads is multi-head
     attention; kv_heads = 1 is multi-query attention. ``cache`` is chapter 10's
     key/value cache (a dict, ``{}`` at first): it stores the rotated keys and the
     values of the kv_heads heads, (batch, kv_heads, positions, d_k). ``cos`` and
-    ``sin`` None: no rotation (the model gives positions another way); a 4-axis
+    ``sin`` None: no rotation (the model gives positions another way); a float
     ``mask`` (1, heads, queries, keys) is added per head (ALiBi's, later on).
     """
 
@@ -182,7 +182,6 @@ class GroupedQueryAttention(nn.Module):
         kv_heads: int | None = None,
         layout: str = "half",
     ):
-        super().__init__()
         kv_heads = heads if kv_heads is None else kv_heads
         for name, value in (
             ("d_model", d_model),
@@ -195,48 +194,23 @@ class GroupedQueryAttention(nn.Module):
                 f"d_model must split evenly into heads; got d_model={d_model}, "
                 f"heads={heads}"
             )
-        if heads % kv_heads:
-            raise ValueError(
-                "heads must be a multiple of kv_heads (each key/value head serves "
-                f"a group of query heads); got heads={heads}, kv_heads={kv_heads}"
-            )
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
-        self.heads, self.kv_heads, self.layout = heads, kv_heads, layout
-        self.d_k = d_model // heads
-        self.query_proj = nn.Linear(d_model, heads * self.d_k, bias=False)
-        self.key_proj = nn.Linear(d_model, kv_heads * self.d_k, bias=False)
-        self.value_proj = nn.Linear(d_model, kv_heads * self.d_k, bias=False)
-        self.output_proj = nn.Linear(heads * self.d_k, d_model, bias=False)
-
-    def split(self, projected: torch.Tensor, heads: int) -> torch.Tensor:
-        """(batch, seq, heads * d_k) -> (batch, heads, seq, d_k)."""
-        batch, seq, _ = projected.shape
-        return projected.view(batch, seq, heads, self.d_k).transpose(1, 2)
+        super().__init__(d_model, heads, bias=False, kv_heads=kv_heads)
+        self.layout = layout
 
     def forward(self, x, cos, sin, mask=None, cache=None):
-        queries = self.split(self.query_proj(x), self.heads)  # (b, heads, seq, d_k)
-        keys = self.split(self.key_proj(x), self.kv_heads)  # (b, kv_heads, seq, d_k)
-        values = self.split(self.value_proj(x), self.kv_heads)
+        queries = self.split_heads(self.query_proj(x))  # (b, heads, seq, d_k)
+        keys = self.split_heads(self.key_proj(x), self.kv_heads)  # (b, kv_heads, ...)
+        values = self.split_heads(self.value_proj(x), self.kv_heads)
         if cos is not None:  # rotary positions (None: the model adds its own)
             queries = apply_rotary(queries, cos, sin, self.layout)
             keys = apply_rotary(keys, cos, sin, self.layout)
-        if cache is not None:  # chapter 10: earlier positions first, then the new
-            if "key" in cache:
-                keys = torch.cat([cache["key"], keys], dim=2)
-                values = torch.cat([cache["value"], values], dim=2)
-            cache["key"], cache["value"] = keys, values
-        group = self.heads // self.kv_heads  # query heads h * group .. share kv head h
-        keys = keys.repeat_interleave(group, dim=1)  # (b, heads, positions, d_k)
-        values = values.repeat_interleave(group, dim=1)
-        if mask is not None and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # (batch, 1, queries, keys): every head
-        attended = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask
-        )  # (batch, heads, seq, d_k)
-        batch, _, seq, _ = attended.shape
-        merged = attended.transpose(1, 2).reshape(batch, seq, self.heads * self.d_k)
-        return self.output_proj(merged)  # (batch, seq, d_model)
+        if cache is not None:  # chapter 10's cache, of the rotated keys
+            keys, values = self.extend_cache(keys, values, cache)
+        if mask is not None and mask.is_floating_point():  # ALiBi: a bias, not a mask
+            return self.attend(queries, keys, values, None, False, bias=mask)[0]
+        return self.attend(queries, keys, values, mask, False)[0]  # (b, seq, d_model)
 
 
 # %% book/16_modern_decoder.ipynb, cell 39
@@ -419,8 +393,7 @@ def sweep_record(name: str) -> dict:
     figures by arm and seed, and the seconds each run took."""
     if name not in SWEEPS:
         raise ValueError(f"name must be one of {SWEEPS}; got name={name!r}")
-    path = files("transformer_book") / "weights" / f"{name}.json"
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_record(f"{name}.json")
 
 
 # %% book/16_modern_decoder.ipynb, cell 62

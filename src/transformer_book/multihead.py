@@ -82,7 +82,9 @@ class MultiHeadAttention(nn.Module):
     key and value (batch, keys, d_model) -> (batch, queries, d_model). ``mask`` is
     boolean, True = may attend, with 3 axes (batch, queries or 1, keys), given a heads
     axis, or 4 (batch, heads, queries, keys); size-1 axes broadcast. Two-axis masks
-    are refused.
+    are refused. ``kv_heads`` (chapter 16's grouped-query attention) gives the keys and
+    values fewer heads, each shared by heads // kv_heads query heads; the default,
+    ``heads``, is the paper's.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         scale: float | None = None,
+        kv_heads: int | None = None,
     ):
         super().__init__()
         check_dropout(dropout)
@@ -101,24 +104,34 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model}, heads={heads} "
                 f"(d_model % heads = {d_model % heads if heads > 0 else 'undefined'})"
             )
+        kv_heads = heads if kv_heads is None else kv_heads
+        if kv_heads <= 0 or heads % kv_heads != 0:
+            raise ValueError(
+                "heads must be a multiple of kv_heads (each key/value head serves a "
+                f"group of query heads); got heads={heads}, kv_heads={kv_heads}"
+            )
         self.d_model = d_model
-        self.heads = heads
+        self.heads, self.kv_heads = heads, kv_heads
         self.d_k = d_model // heads
         self.scale = scale  # None: 1/sqrt(d_k), as in the paper
         # W^Q of all heads, stacked
         self.query_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.key_proj = nn.Linear(d_model, d_model, bias=bias)  # W^K
-        self.value_proj = nn.Linear(d_model, d_model, bias=bias)  # W^V
+        kv_features = kv_heads * self.d_k  # d_model, but for chapter 16's kv_heads
+        self.key_proj = nn.Linear(d_model, kv_features, bias=bias)  # W^K
+        self.value_proj = nn.Linear(d_model, kv_features, bias=bias)  # W^V
         self.output_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
         self.dropout = nn.Dropout(dropout)  # on the attention weights
 
-    def split_heads(self, projected: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, d_model) -> (batch, heads, seq, d_k).
+    def split_heads(
+        self, projected: torch.Tensor, heads: int | None = None
+    ) -> torch.Tensor:
+        """(batch, seq, heads * d_k) -> (batch, heads, seq, d_k); heads: self.heads.
 
         Head i gets features i*d_k to (i+1)*d_k - 1.
         """
         batch, seq, _ = projected.shape
-        return projected.view(batch, seq, self.heads, self.d_k).transpose(1, 2)
+        heads = self.heads if heads is None else heads
+        return projected.view(batch, seq, heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, per_head: torch.Tensor) -> torch.Tensor:
         """(batch, heads, seq, d_k) -> (batch, seq, d_model): the heads concatenated."""
@@ -145,8 +158,8 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:  # decoding one token at a time (chapter 10)
             keys, values = self.cached_keys_and_values(key, value, cache)
         else:
-            keys = self.split_heads(self.key_proj(key))
-            values = self.split_heads(self.value_proj(value))
+            keys = self.split_heads(self.key_proj(key), self.kv_heads)
+            values = self.split_heads(self.value_proj(value), self.kv_heads)
         return self.attend(queries, keys, values, mask, need_weights)
 
     def attend(
@@ -156,12 +169,18 @@ class MultiHeadAttention(nn.Module):
         values: torch.Tensor,
         mask: torch.Tensor | None,
         need_weights: bool,
+        bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attention over projected, split heads.
 
-        queries (batch, heads, queries, d_k), keys and values (batch, heads, keys, d_k)
-        -> (output, weights or None).
+        queries (batch, heads, queries, d_k), keys and values (batch, kv_heads, keys,
+        d_k) -> (output, weights or None). ``bias`` (chapter 16's ALiBi) is a float
+        (1, heads, queries, keys) added to the scores in place of a mask, -inf where a
+        key is hidden; it takes the fused path.
         """
+        group = self.heads // self.kv_heads  # query heads per key/value head
+        if bias is not None and (mask is not None or need_weights):
+            raise ValueError("a bias replaces the mask, on the fused path only")
         if mask is not None:
             batch, _, query_count, _ = queries.shape
             check_attention_mask(
@@ -171,6 +190,9 @@ class MultiHeadAttention(nn.Module):
                 # (batch, 1, queries or 1, keys): the same mask for every head
                 mask = mask.unsqueeze(1)
         if need_weights:
+            if group > 1:  # each key/value head repeated for its group of query heads
+                keys = keys.repeat_interleave(group, dim=1)
+                values = values.repeat_interleave(group, dim=1)
             attended, weights = scaled_dot_product_attention(
                 queries, keys, values, mask, self.dropout, self.scale
             )
@@ -181,9 +203,10 @@ class MultiHeadAttention(nn.Module):
                 queries,
                 keys,
                 values,
-                attn_mask=mask,
+                attn_mask=mask if bias is None else bias,
                 dropout_p=self.dropout.p if self.training else 0.0,
                 scale=self.scale,
+                enable_gqa=group > 1,  # the groups read their key/value head in place
             )
             if mask is not None:
                 # A query that may attend to nothing gets a zero output, as on the
@@ -231,14 +254,25 @@ class MultiHeadAttention(nn.Module):
         A self-attention cache (made as ``{}``) gets each call's projected keys and
         values appended after the earlier calls'; a cross-attention cache (made as
         ``{"static": True}``) is filled by its first call, from the memory, and reused.
-        Returns keys and values (batch, heads, keys, d_k).
+        Returns keys and values (batch, kv_heads, keys, d_k).
         """
         if cache.get("static") and "key" in cache:
             return cache["key"], cache["value"]  # the memory's, projected once
-        keys = self.split_heads(self.key_proj(key))  # (batch, heads, new keys, d_k)
-        values = self.split_heads(self.value_proj(value))
+        # (batch, kv_heads, new keys, d_k) each
+        keys = self.split_heads(self.key_proj(key), self.kv_heads)
+        values = self.split_heads(self.value_proj(value), self.kv_heads)
+        return self.extend_cache(keys, values, cache)
+
+    def extend_cache(
+        self, keys: torch.Tensor, values: torch.Tensor, cache: dict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append new keys and values (batch, kv_heads, new, d_k) to ``cache``.
+
+        The cache's layout, the one every model of the book uses: ``cache["key"]`` and
+        ``cache["value"]``, (batch, kv_heads, positions, d_k). Returns them all.
+        """
         if "key" in cache:  # the earlier positions' keys and values come first
-            # (batch, heads, keys, d_k)
+            # (batch, kv_heads, keys, d_k)
             keys = torch.cat([cache["key"], keys], dim=2)
             values = torch.cat([cache["value"], values], dim=2)
         cache["key"], cache["value"] = keys, values

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+from transformer_book.shipped import load_weights
 from transformer_book.tasks import Task, Vocabulary
 
 ONES = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -162,15 +163,9 @@ def pretrained_numbers_model(step: int | None = None, device="cpu"):
     (model, history) of the number model trained longer by tools/train_numbers.py:
     the checkpoint after ``step`` steps (default: the last), in evaluation mode on
     ``device``, and the run's loss history up to that step."""
-    from importlib.resources import files
-
-    import torch
-
     from transformer_book.model import make_model
 
-    weights = files("transformer_book") / "weights" / NUMBERS_WEIGHTS
-    with weights.open("rb") as handle:
-        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    saved = load_weights(NUMBERS_WEIGHTS)
     checkpoints = saved["checkpoints"]
     step = max(checkpoints) if step is None else step
     if step not in checkpoints:

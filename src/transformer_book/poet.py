@@ -8,12 +8,9 @@ and a Poet that samples with temperature, top-k and top-p and the key/value cach
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import random
 import re
-from importlib.resources import files
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +19,7 @@ from transformer_book.decoding import decode_loop, decoder_only_scores, top_p_fi
 from transformer_book.generator import sample_next_token
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
+from transformer_book.shipped import load_record, load_weights
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int, is_number
 
@@ -280,8 +278,7 @@ def pretrained_poet(device=None) -> Poet:
 
     The poet that tools/train_poet.py trained and the package ships (weights stored
     in half precision, computed in float32)."""
-    path = files("transformer_book") / "weights" / POET_WEIGHTS
-    stored = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu")
+    stored = load_weights(POET_WEIGHTS)
     vocab = PoemVocabulary(stored["characters"])
     model = GPT(GPTConfig(len(vocab), **stored["config"]))
     state = {name: tensor.float() for name, tensor in stored["weights"].items()}
@@ -296,8 +293,7 @@ def poet_history() -> dict:
     the loss of every step, the held-out perplexity of the stored weights, and the
     poems written by them (``samples``) and by the untrained network
     (``untrained_samples``) with seeds 0 to 199 at the defaults of ``Poet.write``."""
-    path = files("transformer_book") / "weights" / HISTORY_FILE
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_record(HISTORY_FILE)
 
 
 # %% the names this module exports (generated)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from importlib.resources import files
 from itertools import pairwise
 from pathlib import Path
 
 import torch
 
+from transformer_book.shipped import shipped_file
 from transformer_book.tasks import Vocabulary
 
 # a run of letters and digits, or a run of punctuation; spaces separate, and vanish
@@ -139,7 +139,7 @@ def read_merges(path: str | Path | None = None) -> list[tuple[str, str]]:
     written by tools/train_translator.py)."""
     if path is None:
         name = MERGES_FILE
-        text = (files("transformer_book") / "data" / MERGES_FILE).read_text("utf-8")
+        text = shipped_file("data", MERGES_FILE).read_text("utf-8")
     else:
         name, text = Path(path).name, Path(path).read_text(encoding="utf-8")
     merges = []

@@ -15,8 +15,9 @@ import random
 import re
 import unicodedata
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
+
+from transformer_book.shipped import shipped_file
 
 TATOEBA_FILE = "tatoeba_cmn.tsv.xz"  # in transformer_book/data/, with its README
 ATTRIBUTION = "CC-BY 2.0 (France) Attribution: tatoeba.org #"
@@ -35,7 +36,7 @@ def read_lines(path: str | Path | None, shipped: str) -> tuple[str, list[str]]:
     """The name and the lines of an xz-compressed UTF-8 file (default: the package's
     data file ``shipped``)."""
     if path is None:
-        name, raw = shipped, (files("transformer_book") / "data" / shipped).read_bytes()
+        name, raw = shipped, shipped_file("data", shipped).read_bytes()
     else:
         name, raw = Path(path).name, Path(path).read_bytes()
     try:

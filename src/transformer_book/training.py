@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/09_full_transformer.ipynb, cell 46
+# %% book/09_full_transformer.ipynb, cell 47
 """Training: the one loop, for a fixed, seeded number of steps; exact match (ch. 9)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from transformer_book.generator import LabelSmoothingLoss
 from transformer_book.masking import padding_mask, target_mask
 from transformer_book.model import Transformer, make_model, sequence_loss, warmup_rate
+from transformer_book.shipped import load_record, load_weights
 from transformer_book.tasks import Task
 
 # make_model keyword arguments for the dates task: about 240,000 parameters.
@@ -174,7 +175,7 @@ def exact_match_accuracy(
     return right / len(pairs)
 
 
-# %% book/09_full_transformer.ipynb, cell 50
+# %% book/09_full_transformer.ipynb, cell 51
 def training_spread(run: str, figure: str) -> tuple[float, float, int]:
     """Look up the recorded spread of one figure of a chapter's training.
 
@@ -184,11 +185,7 @@ def training_spread(run: str, figure: str) -> tuple[float, float, int]:
     tools/measure_training_spread.py trained each as its chapter does, with five seeds,
     on three CPU kernel paths, and recorded the figures in weights/training_spread.json.
     """
-    import json
-    from importlib.resources import files
-
-    path = files("transformer_book") / "weights" / "training_spread.json"
-    record = json.loads(path.read_text(encoding="utf-8"))
+    record = load_record("training_spread.json")
     runs = record["runs"]  # also recorded: the machine and the kernel paths
     if run not in runs:
         raise ValueError(f"run must be one of {sorted(runs)}; got run={run!r}")
@@ -201,17 +198,14 @@ def training_spread(run: str, figure: str) -> tuple[float, float, int]:
     return min(values), max(values), len(values)
 
 
-# %% book/09_full_transformer.ipynb, cell 56
+# %% book/09_full_transformer.ipynb, cell 57
 def pretrained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
     """Load the dates model shipped with the package, and its history.
 
     (model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
     weights shipped with the package (``weights/dates.pt``, written on a CPU by
     tools/export_playground.py); the model in eval mode, on ``device``."""
-    from importlib.resources import files
-
-    with (files("transformer_book") / "weights" / "dates.pt").open("rb") as handle:
-        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    saved = load_weights("dates.pt")
     model = make_model(saved["source_vocab"], saved["target_vocab"], **saved["config"])
     model.load_state_dict(saved["state_dict"])
     return model.to(device).eval(), saved["history"]

@@ -18,6 +18,7 @@ from transformer_book.decoding import beam_search, greedy_decode
 from transformer_book.generator import LabelSmoothingLoss
 from transformer_book.masking import padding_mask
 from transformer_book.model import Transformer, make_model, sequence_loss
+from transformer_book.shipped import load_weights
 from transformer_book.subwords import (
     BytePairEncoding,
     SubwordVocabulary,
@@ -365,11 +366,7 @@ def pretrained_translator(device="cpu") -> tuple[Translator, list[dict]]:
 
     (translator, history) of the model the package ships, trained on the Tatoeba
     training split by tools/train_translator.py: ``translate(sentences)``."""
-    from importlib.resources import files
-
-    path = files("transformer_book") / "weights" / TRANSLATOR_WEIGHTS
-    with path.open("rb") as handle:
-        saved = torch.load(handle, map_location="cpu", weights_only=True)
+    saved = load_weights(TRANSLATOR_WEIGHTS)
     return load_translator(saved, device), saved["history"]
 
 

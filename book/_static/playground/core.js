@@ -308,7 +308,7 @@ export const newCache = (fixed = false) => ({ K: null, V: null, fixed });
 // value_proj, output_proj). Queries from `query`, keys and values from `keyValue` (the same
 // matrix for self-attention). Options: heads; scale (default 1 / sqrt(d_k)); causal, as attend's;
 // cache (newCache); needWeights. Returns {output (queries, d_model), weights: [head], scores:
-// [head]} (attend's).
+// [head]} (attend's) and, with needWeights, values: {V, merged, output}.
 export function multiHeadAttention(params, prefix, query, keyValue, options) {
   const { heads, scale = null, causal = null, cache = null, needWeights = true } = options;
   const dK = query.cols / heads;
@@ -326,7 +326,11 @@ export function multiHeadAttention(params, prefix, query, keyValue, options) {
   }
   const scaleBy = scale ?? 1 / Math.sqrt(dK);
   const { merged, weights, scores } = attend(Q, K, V, heads, scaleBy, causal, needWeights);
-  return { output: linear(merged, params, `${prefix}.output_proj`), weights, scores }; // W^O
+  const output = linear(merged, params, `${prefix}.output_proj`); // the heads joined by W^O
+  // With needWeights, the value side too: the values (keys, d_model: head h in columns
+  // h * d_k ..), the heads' outputs side by side (queries, d_model) and the joined output.
+  const values = needWeights ? { V, merged, output } : null;
+  return { output, weights, scores, values };
 }
 
 // --- Chapter 04_add_and_norm: layer norm and the residual sublayer connection ------------------
@@ -367,3 +371,74 @@ export function feedForward(params, prefix, x, activation = "relu") {
   for (let i = 0; i < hidden.data.length; i++) hidden.data[i] = act(hidden.data[i]);
   return linear(hidden, params, `${prefix}.contract`); // (seq, d_model)
 }
+
+// --- Chapter 10's sampling ---------------------------------------------------------------------
+// A seeded generator of uniform numbers in [0, 1) (mulberry32): the same seed, the same poem in
+// every browser. It is not PyTorch's generator: a seed here writes another poem than in Python.
+export function randomStream(seed) {
+  let state = (Number(seed) >>> 0) ^ 0x9e3779b9;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// decoding.py's top_p_filter: -inf outside the nucleus, the smallest set of most probable
+// tokens whose probabilities sum to at least topP (the most probable one is always in it).
+export function topPFilter(logits, topP) {
+  if (!(topP > 0 && topP <= 1)) throw new Error(`top_p must be in (0, 1]; got top_p=${topP}`);
+  const p = softmax(logits);
+  // Only the likelier tokens need sorting when they already hold topP of the mass: every
+  // other token comes after them, so its mass before is at least topP too. (Faster: a
+  // sharp distribution has a few hundred such tokens among thousands.)
+  let ids = Array.from(p.keys()).filter((id) => p[id] >= 1e-6);
+  if (ids.reduce((sum, id) => sum + p[id], 0) < topP) ids = Array.from(p.keys());
+  const order = ids.sort((a, b) => p[b] - p[a]);
+  const kept = new Float64Array(logits.length).fill(-Infinity);
+  let before = 0; // the mass of the likelier tokens
+  for (const id of order) {
+    if (before >= topP) break;
+    kept[id] = logits[id];
+    before += p[id];
+  }
+  return kept;
+}
+
+// generator.py's sample_next_token: keep the topK highest logits (and any tied with the k-th).
+export function topKFilter(logits, topK) {
+  if (!(Number.isInteger(topK) && topK >= 1 && topK <= logits.length)) {
+    const size = logits.length;
+    throw new Error(`top_k must be between 1 and the vocabulary size ${size}; got top_k=${topK}`);
+  }
+  const kth = Float64Array.from(logits).sort().reverse()[topK - 1];
+  return logits.map((value) => (value < kth ? -Infinity : value));
+}
+
+// One draw from softmax(logits): walk the cumulative probabilities up to a uniform number.
+export function drawToken(logits, random) {
+  const p = softmax(logits);
+  let u = random();
+  for (let id = 0; id < p.length; id++) {
+    if (p[id] > 0 && (u -= p[id]) < 0) return id;
+  }
+  return argmax(p); // u landed in the rounding error at the very end
+}
+
+// The distribution a character is drawn from at one step, as writeSteps draws it: the allowed
+// logits divided by the temperature, the top-p cut, and the softmax of what is kept (so the kept
+// probabilities sum to 1). Temperature 0 is greedy: the most probable one, with probability 1.
+// Returns [{id, p}], most probable first (equal ones: the lower id first).
+export function distribution(logits, temperature, topP, topK = null) {
+  if (!(temperature >= 0)) throw new Error(`temperature must be >= 0; got ${temperature}`);
+  if (temperature === 0) return [{ id: argmax(logits), p: 1 }];
+  let kept = topPFilter(logits.map((value) => value / temperature), topP);
+  if (topK !== null) kept = topKFilter(kept, topK);
+  const p = softmax(kept);
+  const ids = [];
+  for (let id = 0; id < kept.length; id++) if (kept[id] > -Infinity) ids.push(id);
+  return ids.sort((a, b) => p[b] - p[a] || a - b).map((id) => ({ id, p: p[id] }));
+}
+

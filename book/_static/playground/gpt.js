@@ -10,11 +10,14 @@
 // float64 (JavaScript numbers). tests/test_playground_poet.py checks the logits, the attention
 // maps and the greedy poems against PyTorch loaded from the same file.
 import {
-  ACTIVATIONS, argmax, embed, feedForward, layerNorm, loadWeights, multiHeadAttention, newCache,
-  outputScores, softmax, sublayerConnection, topIds,
+  ACTIVATIONS, argmax, drawToken, embed, feedForward, layerNorm, loadWeights, multiHeadAttention,
+  newCache, outputScores, randomStream, softmax, sublayerConnection, topIds, topKFilter,
+  topPFilter,
 } from "./core.js";
 
-export { halfToNumber, softmax } from "./core.js";
+export {
+  distribution, drawToken, halfToNumber, randomStream, softmax, topKFilter, topPFilter,
+} from "./core.js";
 
 // --- Loading: float16 bytes -> float32 weights (core.js) --------------------------------------
 // {meta, params, ids}: params[name] = {shape, data: Float32Array}; ids: character -> id.
@@ -52,6 +55,7 @@ export function forward(model, tokens, caches = null, offset = 0, needWeights = 
   const attention = [];
   const scores = []; // [layer][head]: q·k / sqrt(d_k), -Infinity where masked
   const layerOutputs = []; // each layer's output (seq, d_model), for the logit lens
+  const values = []; // [layer]: the value side, {V, merged, output} (with needWeights)
   const preNorm = { normFirst: true, eps }; // x + sublayer(LayerNorm(x)), twice
   for (let layer = 0; layer < layers; layer++) {
     const prefix = `layers.${layer}`;
@@ -63,13 +67,15 @@ export function forward(model, tokens, caches = null, offset = 0, needWeights = 
       const attended = multiHeadAttention(params, `${prefix}.self_attn`, normed, normed, options);
       attention.push(attended.weights);
       scores.push(attended.scores);
+      values.push(attended.values);
       return attended.output;
     }, preNorm);
     x = sublayerConnection(params, `${prefix}.sublayers.1`, x, (normed) =>
       feedForward(params, `${prefix}.feed_forward`, normed, activation), preNorm);
     layerOutputs.push(x);
   }
-  return { hidden: layerNorm(x, params, "final_norm", eps), attention, scores, layerOutputs };
+  return { hidden: layerNorm(x, params, "final_norm", eps), attention, scores, layerOutputs,
+    values };
 }
 
 // The tied output layer: the hidden state times every token's embedding. (vocab,)
@@ -92,73 +98,8 @@ export function logitLens(model, ids, top = 3) {
 }
 
 // --- Chapter 10's sampling ---------------------------------------------------------------------
-// A seeded generator of uniform numbers in [0, 1) (mulberry32): the same seed, the same poem in
-// every browser. It is not PyTorch's generator: a seed here writes another poem than in Python.
-export function randomStream(seed) {
-  let state = (Number(seed) >>> 0) ^ 0x9e3779b9;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// decoding.py's top_p_filter: -inf outside the nucleus, the smallest set of most probable
-// tokens whose probabilities sum to at least topP (the most probable one is always in it).
-export function topPFilter(logits, topP) {
-  if (!(topP > 0 && topP <= 1)) throw new Error(`top_p must be in (0, 1]; got top_p=${topP}`);
-  const p = softmax(logits);
-  // Only the likelier tokens need sorting when they already hold topP of the mass: every
-  // other token comes after them, so its mass before is at least topP too. (Faster: a
-  // sharp distribution has a few hundred such tokens among thousands.)
-  let ids = Array.from(p.keys()).filter((id) => p[id] >= 1e-6);
-  if (ids.reduce((sum, id) => sum + p[id], 0) < topP) ids = Array.from(p.keys());
-  const order = ids.sort((a, b) => p[b] - p[a]);
-  const kept = new Float64Array(logits.length).fill(-Infinity);
-  let before = 0; // the mass of the likelier tokens
-  for (const id of order) {
-    if (before >= topP) break;
-    kept[id] = logits[id];
-    before += p[id];
-  }
-  return kept;
-}
-
-// generator.py's sample_next_token: keep the topK highest logits (and any tied with the k-th).
-export function topKFilter(logits, topK) {
-  if (!(Number.isInteger(topK) && topK >= 1 && topK <= logits.length)) {
-    const size = logits.length;
-    throw new Error(`top_k must be between 1 and the vocabulary size ${size}; got top_k=${topK}`);
-  }
-  const kth = Float64Array.from(logits).sort().reverse()[topK - 1];
-  return logits.map((value) => (value < kth ? -Infinity : value));
-}
-
-// One draw from softmax(logits): walk the cumulative probabilities up to a uniform number.
-export function drawToken(logits, random) {
-  const p = softmax(logits);
-  let u = random();
-  for (let id = 0; id < p.length; id++) {
-    if (p[id] > 0 && (u -= p[id]) < 0) return id;
-  }
-  return argmax(p); // u landed in the rounding error at the very end
-}
-
-// The distribution a character is drawn from at one step, as writeSteps draws it: the allowed
-// logits divided by the temperature, the top-p cut, and the softmax of what is kept (so the kept
-// probabilities sum to 1). Temperature 0 is greedy: the most probable one, with probability 1.
-// Returns [{id, p}], most probable first (equal ones: the lower id first).
-export function distribution(logits, temperature, topP) {
-  if (!(temperature >= 0)) throw new Error(`temperature must be >= 0; got ${temperature}`);
-  if (temperature === 0) return [{ id: argmax(logits), p: 1 }];
-  const kept = topPFilter(logits.map((value) => value / temperature), topP);
-  const p = softmax(kept);
-  const ids = [];
-  for (let id = 0; id < kept.length; id++) if (kept[id] > -Infinity) ids.push(id);
-  return ids.sort((a, b) => p[b] - p[a] || a - b).map((id) => ({ id, p: p[id] }));
-}
+// The seeded random numbers, the top-p and top-k filters, one draw and the distribution a
+// token is drawn from are in core.js (the translator samples with them too).
 
 // --- The poet's vocabulary: which characters of a prompt it knows -----------------------------
 // Returns {ids} or {error}; the error names every character the poet never saw, once each.
@@ -191,7 +132,8 @@ export function checkPrompt(model, prompt, acrostic) {
 // --- poet.py's Poet.write, one character at a time -------------------------------------------
 // A generator: yields {id, ids, logits} after each chosen character (logits: the scores it was
 // drawn from, with the masks applied, before the temperature); returns the whole poem's ids
-// (starting with <s>). `options.keepLogits` also keeps the model's logits of every step (before
+// (starting with <s>). `options.prefix`: characters forced at the first steps, the poem goes on
+// from them. `options.keepLogits` also keeps the model's logits of every step (before
 // any masking) in `options.steps`.
 export function* writeSteps(model, prompt, options = {}) {
   const { temperature = 0.8, topP = 0.9, topK = null, seed = 0, acrostic = false } = options;
@@ -201,6 +143,8 @@ export function* writeSteps(model, prompt, options = {}) {
   const { pad_id, boundary_id, unknown_id, verse_ends, config } = model.meta;
   const heads = acrostic ? checked.ids : [];
   const ids = [boundary_id, ...(acrostic ? [] : checked.ids)];
+  const promptLength = ids.length - 1; // the characters given to continue
+  const prefix = options.prefix ?? []; // characters forced after them
   const ends = new Set([...verse_ends].map((mark) => model.ids.get(mark)));
   const random = randomStream(seed);
   const caches = newCaches(model);
@@ -234,6 +178,9 @@ export function* writeSteps(model, prompt, options = {}) {
     } else {
       chosen = argmax(logits);
     }
+    // A forced character (the page's "what if") replaces the one chosen; the draw was made all
+    // the same, so the later draws use the same random numbers as without forcing.
+    if (written - promptLength < prefix.length) chosen = prefix[written - promptLength];
     if (chosen === boundary_id || offset >= config.max_len) break;
     ids.push(chosen);
     feed = [chosen];

@@ -81,22 +81,88 @@ export function debounce(action, ms) {
 // `kept`: [{id, p}] most probable first (gpt.js's distribution); each bar an <li> with
 // data-token, data-probability (the probability in the distribution the token was drawn or
 // chosen from) and, on the token written, data-chosen; the same figures as text for screen
-// readers. `label(id)` names a token; `prefix` names the page's CSS classes.
-export function barsHtml(kept, label, chosen, prefix) {
-  const top = kept.length ? kept[0].p : 1;
+// readers. `label(id)` names a token; `prefix` names the page's CSS classes. Options: `plain`,
+// {id: p} at temperature 1 (a dashed outline over each bar, data-plain), and `force`, the
+// step (counted from 1) whose token a click on a bar forces: each token is then a button
+// (data-force, its id) that decodes on from that token.
+export function barsHtml(kept, label, chosen, prefix, { plain = null, force = null } = {}) {
+  const plainOf = (id) => plain?.[id] ?? 0;
+  const top = Math.max(kept.length ? kept[0].p : 1, ...kept.map(({ id }) => plainOf(id)));
   return kept
     .map(({ id, p }) => {
       const mark = id === chosen;
       const percent = (100 * p).toFixed(p < 0.001 ? 3 : 1);
+      const name = escapeHtml(label(id));
+      const token = force === null || mark
+        ? `<span class="${prefix}-bar-token">${name}</span>`
+        : `<button type="button" class="${prefix}-bar-token bar-force" data-force="${id}" ` +
+          `aria-label="force ${name} at step ${force} and decode on">${name}</button>`;
+      const ghost = plain
+        ? `<span class="bar-plain" style="width:${((70 * plainOf(id)) / top).toFixed(1)}%" ` +
+          `title="at temperature 1: ${(100 * plainOf(id)).toFixed(1)}%"></span>`
+        : "";
       return (
-        `<li data-token="${escapeHtml(label(id))}" data-probability="${p}"` +
-        `${mark ? ` data-chosen class="${prefix}-chosen"` : ""}>` +
-        `<span class="${prefix}-bar-token">${escapeHtml(label(id))}</span>` +
-        `<span class="${prefix}-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span>` +
+        `<li data-token="${name}" data-probability="${p}"` +
+        (plain ? ` data-plain="${plainOf(id)}"` : "") +
+        `${mark ? ` data-chosen class="${prefix}-chosen"` : ""}>${token}` +
+        `<span class="bar-track">${ghost}` +
+        `<span class="${prefix}-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span></span>` +
         `<span class="${prefix}-bar-p">${percent}%${mark ? " (chosen)" : ""}</span></li>`
       );
     })
     .join("");
+}
+
+// "1 token", "2 tokens": a count and its noun, in English.
+export const counted = (count, noun, plural = `${noun}s`) =>
+  `${count.toLocaleString("en")} ${count === 1 ? noun : plural}`;
+
+// A box that scrolls sideways (a wide table on a phone): keyboard users reach it with Tab and
+// scroll it with the arrow keys (tabindex 0), and screen readers hear its name (`label`). Its
+// caption is outside the box, above it, so it is never cut at the box's edge.
+export function scrollBox(caption, inner, label) {
+  return (
+    `<p class="table-caption">${caption}</p>` +
+    `<div class="scroll-box" tabindex="0" role="region" aria-label="${escapeHtml(label)}">` +
+    `${inner}</div>`
+  );
+}
+
+// The tokens of one output are one Tab stop (a roving tabindex): the arrow keys, Home and End
+// move along them. `tokens(container)` after each redraw; `arrowKeys(container, selector)` once.
+export function tokens(container, selector) {
+  const items = [...container.querySelectorAll(selector)];
+  items.forEach((item, i) => {
+    item.tabIndex = i === 0 ? 0 : -1;
+  });
+}
+
+export function arrowKeys(container, selector) {
+  container.addEventListener("focusin", (event) => {
+    const item = event.target.closest?.(selector);
+    if (!item) return;
+    for (const other of container.querySelectorAll(selector)) other.tabIndex = -1;
+    item.tabIndex = 0;
+  });
+  container.addEventListener("keydown", (event) => {
+    const item = event.target.closest?.(selector);
+    if (!item) return;
+    const items = [...container.querySelectorAll(selector)];
+    const at = items.indexOf(item);
+    const to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1,
+      Home: 0, End: items.length - 1 }[event.key];
+    if (to === undefined || !items[to]) return;
+    event.preventDefault();
+    items[to].focus();
+  });
+}
+
+// The page scrolls, if it must, so that `target` is in view (the distribution of a clicked
+// token, below the fold on a phone); a target taller than the screen shows its top.
+export function bringIntoView(target) {
+  const box = target.getBoundingClientRect();
+  if (box.top >= 0 && box.bottom <= innerHeight) return;
+  target.scrollIntoView({ block: box.height > innerHeight ? "start" : "nearest" });
 }
 
 // --- Attention, unfolded: one query's scores, mask and weights ---------------------------------
@@ -113,22 +179,71 @@ export function drillDownHtml(keys, scores, weights, { query, maskName, what }) 
       `<tr data-key="${k}" data-score="${scores[k]}" data-masked="${masked ? 1 : 0}" ` +
       `data-weight="${weight}"><td>${escapeHtml(key)}</td>` +
       `<td>${masked ? "—" : scores[k].toFixed(3)}</td>` +
-      `<td>${masked ? `−∞ (${escapeHtml(maskName)})` : "0"}</td>` +
-      `<td><span class="drill-bar" style="width:${(60 * weight).toFixed(1)}px"></span>` +
+      `<td>${masked ? "−∞" : "0"}</td>` +
+      `<td><span class="drill-bar" style="width:${(40 * weight).toFixed(1)}px"></span>` +
       `${(100 * weight).toFixed(1)}%</td></tr>`
     );
   });
   const mask = maskName
     ? `chapter 6's ${maskName} mask adds −∞ to the keys it hides`
     : "no mask (one sentence: no padding to hide)";
-  return (
-    `<table class="drill"><caption>${escapeHtml(what)}, query ${escapeHtml(query)}: ` +
-    `score = q·k / √d_k (chapter 2), then ${mask}, then softmax (chapter 2) gives the ` +
-    "weights, which sum to 100%</caption>" +
-    '<thead><tr><th scope="col">key</th><th scope="col">score q·k/√d_k</th>' +
-    '<th scope="col">+ mask</th><th scope="col">weight</th></tr></thead>' +
-    `<tbody>${rows.join("")}</tbody></table>`
-  );
+  const caption =
+    `${escapeHtml(what)}, query ${escapeHtml(query)}: score = q·k / √d_k (chapter 2), then ` +
+    `${mask}, then softmax (chapter 2) gives the weights, which sum to 100%`;
+  const table =
+    '<table class="drill"><thead><tr><th scope="col">key</th>' +
+    '<th scope="col">q·k/√d_k</th><th scope="col">+ mask</th>' +
+    '<th scope="col">weight</th></tr></thead>' +
+    `<tbody>${rows.join("")}</tbody></table>`;
+  return scrollBox(caption, table, `scores, mask and weights of query ${query}`);
+}
+
+// --- The value side: weight × value, summed, is the head's output; W^O joins the heads ------
+// For the same query and head: each key's value vector v (the head's d_k columns of V), the
+// weight times it, their sum (the head's output: its d_k columns of the merged heads), and the
+// attention's output, the merged heads times W^O plus its bias (chapter 3). `values`: the layer's
+// {V (keys, d_model), merged (queries, d_model), output (queries, d_model)} (core.js); `q`, the
+// query's row; `head`, `heads`. Figures: the first SHOWN of each vector; the whole vectors in
+// data-value (per key), data-head-output and data-output (JSON).
+const SHOWN = 3;
+const vector = (values, digits = 2) =>
+  `[${values.slice(0, SHOWN).map((v) => v.toFixed(digits)).join(", ")}${
+    values.length > SHOWN ? ", …" : ""}]`;
+
+export function valueSideHtml(keys, weights, values, { q, head, heads, query }) {
+  const { V, merged, output } = values;
+  const dModel = V.cols;
+  const dK = dModel / heads;
+  const slice = (m, row) => Array.from(m.data.subarray(row * m.cols + head * dK,
+    row * m.cols + (head + 1) * dK));
+  const rows = keys.map((key, k) => {
+    const v = slice(V, k);
+    const w = weights[k];
+    return (
+      `<tr data-key="${k}" data-weight="${w}" data-value="${JSON.stringify(v)}">` +
+      `<td>${escapeHtml(key)}</td><td>${(100 * w).toFixed(1)}%</td>` +
+      `<td title="v = ${vector(v)}">${w === 0 ? "0" : vector(v.map((x) => w * x))}</td></tr>`
+    );
+  });
+  const headOutput = slice(merged, q);
+  const joined = Array.from(output.data.subarray(q * output.cols, (q + 1) * output.cols));
+  const caption =
+    `The value side, head ${head}, query ${escapeHtml(query)}: each key's value vector v (the ` +
+    `head's ${dK} numbers; the first ${SHOWN} shown, v itself on hover) times its weight, ` +
+    "summed over the keys: the head's output (chapter 2)";
+  const table =
+    `<table class="drill drill-values" data-head-output="${JSON.stringify(headOutput)}" ` +
+    `data-output="${JSON.stringify(joined)}"><thead><tr><th scope="col">key</th>` +
+    '<th scope="col">weight</th><th scope="col">weight × v</th></tr></thead>' +
+    `<tbody>${rows.join("")}</tbody><tfoot><tr><th scope="row" colspan="2">Σ: ` +
+    `head ${head}'s output</th><td>${vector(headOutput)}</td></tr></tfoot></table>`;
+  const join =
+    `<p class="table-caption">The ${heads} heads' outputs side by side make ${dModel} numbers ` +
+    `(head ${head}'s are numbers ${head * dK + 1} to ${(head + 1) * dK}); times W^O ` +
+    `(${dModel} × ${dModel}) plus its bias, they give the attention's output for this query ` +
+    `(chapter 3): <span class="drill-output">${vector(joined)}</span>, which the residual ` +
+    "connection adds to the layer's input (chapter 4).</p>";
+  return scrollBox(caption, table, `the value side of query ${query}`) + join;
 }
 
 // The rows of a (queries, keys) matrix as arrays.
@@ -154,13 +269,14 @@ export function lensHtml(lens, steps, label) {
     const name = l === last ? `layer ${l} (the model's output)` : `layer ${l}`;
     return `<tr><th scope="row">${name}</th>${cells.join("")}</tr>`;
   });
-  return (
-    '<table class="lens"><caption>Each layer\'s output through the final norm and the ' +
-    "output layer: its most probable next token (highlighted where it already agrees with " +
-    "the model's own)</caption>" +
+  const caption =
+    "Each layer's output through the final norm and the output layer: its most probable " +
+    "next token (highlighted where it already agrees with the model's own)";
+  const table =
+    '<table class="lens">' +
     `<thead><tr><th scope="col">reads →</th>${head}</tr></thead>` +
-    `<tbody>${rows.join("")}</tbody></table>`
-  );
+    `<tbody>${rows.join("")}</tbody></table>`;
+  return scrollBox(caption, table, "the logit lens, one column per step");
 }
 
 // --- The page's state in the URL's hash: a link opens the page in that state -----------------
@@ -200,13 +316,13 @@ export const numberOptions = (count) =>
 // Viridis (the colour scale of the book's charts), 0 to 1, as 9 stops linearly interpolated.
 const VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962",
   "#addc30", "#fde725"].map((hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)));
-export function viridis(t) {
+function viridisRgb(t) {
   const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
   const f = x - i;
-  const rgb = VIRIDIS[i].map((c, j) => Math.round(c + f * (VIRIDIS[i + 1][j] - c)));
-  return `rgb(${rgb.join(",")})`;
+  return VIRIDIS[i].map((c, j) => Math.round(c + f * (VIRIDIS[i + 1][j] - c)));
 }
+export const viridis = (t) => `rgb(${viridisRgb(t).join(",")})`;
 
 let measurer = null; // a canvas context, to measure label widths
 function textWidth(text, font) {
@@ -221,6 +337,23 @@ function fit(text, max, font) {
   let cut = [...text];
   while (cut.length > 1 && textWidth(`${cut.join("")}…`, font) > max) cut = cut.slice(0, -1);
   return `${cut.join("")}…`;
+}
+
+// Maps of more cells than this are drawn as one image (cellsImage), not one <rect> each.
+const CELLS_AS_RECTS = 1500;
+
+// The cells as a PNG data URL, one pixel each (query q: row q, key k: column k).
+function cellsImage(rows, nq, nk) {
+  const canvas = document.createElement("canvas");
+  [canvas.width, canvas.height] = [nk, nq];
+  const context = canvas.getContext("2d");
+  const image = context.createImageData(nk, nq);
+  for (const { q, k, w } of rows) {
+    const rgb = viridisRgb(w / 100);
+    image.data.set([...rgb, 255], 4 * (q * nk + k));
+  }
+  context.putImageData(image, 0, 0);
+  return canvas.toDataURL();
 }
 
 // The heatmap's SVG text: options {title, description, size (the map's width in px), keyTitle,
@@ -244,14 +377,28 @@ export function heatmapSvg(rows, options) {
   const top = 22;
   const [width, height] = [nk * cell, nq * cell];
   const legendY = top + height + below + 20;
-  const total = { w: Math.max(left + width + 4, left + 200), h: legendY + 34 };
+  const legendText = "weight (%)";
+  const legendWidth = 168 + Math.ceil(textWidth(legendText, font)) + 4;
+  const total = { w: Math.max(left + width + 4, left + legendWidth), h: legendY + 34 };
   const every = Math.ceil(12 / cell); // a label per 12 px at most
   const parts = [];
-  for (const { q, k, query, key, w } of rows) {
+  if (rows.length <= CELLS_AS_RECTS) {
+    // One rectangle per cell, each with its tooltip.
+    for (const { q, k, query, key, w } of rows) {
+      parts.push(
+        `<rect x="${left + k * cell}" y="${top + q * cell}" width="${cell}" height="${cell}" ` +
+          `fill="${viridis(w / 100)}"><title>${escapeHtml(`${query} → ${key}: ${w}%`)}` +
+          "</title></rect>",
+      );
+    }
+  } else {
+    // A long input's map (thousands of cells): one pixel per cell on a canvas, shown as one
+    // image scaled up without smoothing. Parsing thousands of <rect>s held the page's thread
+    // for 200 ms; the image takes a few.
     parts.push(
-      `<rect x="${left + k * cell}" y="${top + q * cell}" width="${cell}" height="${cell}" ` +
-        `fill="${viridis(w / 100)}"><title>${escapeHtml(`${query} → ${key}: ${w}%`)}` +
-        "</title></rect>",
+      `<image x="${left}" y="${top}" width="${width}" height="${height}" ` +
+        `preserveAspectRatio="none" style="image-rendering:pixelated" ` +
+        `href="${cellsImage(rows, nq, nk)}"/>`,
     );
   }
   queryLabels.forEach((label, q) => {
@@ -281,7 +428,7 @@ export function heatmapSvg(rows, options) {
     `<rect x="${left}" y="${legendY + 4}" width="160" height="10" fill="url(#viridis-legend)"/>`,
     `<text x="${left}" y="${legendY + 28}">0</text>`,
     `<text x="${left + 160}" y="${legendY + 28}" text-anchor="end">100</text>`,
-    `<text x="${left + 168}" y="${legendY + 13}">weight (%)</text>`,
+    `<text x="${left + 168}" y="${legendY + 13}">${legendText}</text>`,
   );
   return (
     `<svg class="marks" xmlns="http://www.w3.org/2000/svg" role="img" ` +

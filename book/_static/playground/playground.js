@@ -1,16 +1,16 @@
 // The playground page (book/playground.md): reads the reader's input, has the model of
 // transformer.js run it in the page's Web Worker (worker.js), and shows the decoded outputs, the
 // probabilities of each step and every attention map (page.js draws it).
-import { topIds } from "./core.js";
-import { distribution } from "./gpt.js";
+// The page imports no model code (core.js, transformer.js): the worker alone loads it, so each
+// file is fetched once; the distributions of the steps are computed there too.
 import {
-  Cancelled, ModelWorker, barsHtml, debounce, drillDownHtml, lensHtml, nextTask, readHash,
-  rowOf, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
-  numberOptions, say as sayIn,
+  Cancelled, ModelWorker, arrowKeys, barsHtml, bringIntoView, counted, debounce, drillDownHtml,
+  lensHtml, tokens as rovingTokens,
+  nextTask, readHash, rowOf, writeHash, drawAttentionMap, element, escapeHtml, here, megabytes,
+  numberOptions, say as sayIn, valueSideHtml,
 } from "./page.js";
 
 const PAUSE_MS = 300; // typing: the model runs once the reader pauses this long
-const TOP_TOKENS = 3;
 const KINDS = ["encoder self-attention", "decoder self-attention", "decoder cross-attention"];
 const KIND_NAMES = ["encoder", "decoder", "cross"]; // the attention map, as the hash names it
 let pending = null; // a state read from the hash, applied once its task's model is loaded
@@ -57,7 +57,7 @@ function model() {
 // Per step: the token chosen and the TOP_TOKENS most probable, with their probabilities.
 function stepsTable(loaded, tokens, steps) {
   const rows = steps.map((step, index) => {
-    const cells = topIds(step.logProbs, TOP_TOKENS).map((id) => {
+    const cells = step.top.map((id) => {
       const percent = 100 * Math.exp(step.logProbs[id]);
       const chosen = id === tokens[index + 1] ? " pg-chosen" : "";
       return (
@@ -70,7 +70,7 @@ function stepsTable(loaded, tokens, steps) {
     return `<tr><th scope="row">${index + 1}</th>${cells.join("")}</tr>`;
   });
   const head = Array.from(
-    { length: TOP_TOKENS },
+    { length: steps[0]?.top.length ?? 3 },
     (_, i) => `<th scope="col">#${i + 1}</th>`,
   ).join("");
   return (
@@ -80,83 +80,174 @@ function stepsTable(loaded, tokens, steps) {
 }
 
 // --- The distribution of any step ----------------------------------------------------------
-// Each output token (greedy's and beam's, the end token too) is a button with its step
-// (0-based); clicking or tabbing to it opens the step's distribution: the softmax of its logits,
-// the one greedy decoding and beam search chose from (temperature 1, no cut), and, with the
-// panel's temperature and top-p, how sampling would reshape it (gpt.js's distribution).
+// Each output token (greedy's, beam's and the sample's, the end token too) is a button with its
+// step (data-step, counted from 0 as the arrays are; the reader sees steps counted from 1);
+// clicking or tabbing to it opens the step's distribution below its output: reshaped by the
+// sampling controls (temperature, top-k, top-p: what sampling draws from), with the softmax at
+// temperature 1 (what greedy decoding and beam search chose from) as dashed outlines. Clicking a
+// bar forces that token at that step and decodes on ("what if").
 const BARS = 10; // the most probable tokens shown; the rest are summed in one line
-const outputs = {}; // "pg-greedy" / "pg-beam" -> {loaded, tokens, steps}
+const OUTPUTS = { "pg-greedy": "greedy", "pg-beam": "beam", "pg-sample": "sample" };
+const outputs = {}; // "pg-greedy" / "pg-beam" / "pg-sample" -> {loaded, tokens, steps}
 let open = null; // the open step: {output, step}
+// The "what if": {output: "greedy" / "beam" / "sample", prefix: [ids], marks: steps forced
+// (from 0), text: the input it was forced on}, or null.
+let force = null;
+let refocus = false; // after forcing, the focus goes to the forced token
 
-function tokenButtons(id, loaded, tokens) {
+function tokenButtons(id, loaded, tokens, marks = []) {
   const target = loaded.meta.target_tokens;
   return tokens
     .slice(1)
-    .map((token, step) =>
-      `<button type="button" class="pg-token" data-output="${id}" data-step="${step}" ` +
-      `aria-label="step ${step}: ${escapeHtml(target[token])}">` +
-      `${escapeHtml(shown(target[token]))}</button>`,
-    )
+    .map((token, step) => {
+      const forced = marks.includes(step);
+      return (
+        `<button type="button" class="pg-token${forced ? " forced" : ""}" data-output="${id}" ` +
+        `data-step="${step}" data-id="${token}"${forced ? " data-forced" : ""} ` +
+        `aria-label="step ${step + 1}${forced ? " (forced)" : ""}: ` +
+        `${escapeHtml(target[token])}">${escapeHtml(shown(target[token]))}</button>`
+      );
+    })
     .join("");
 }
 
-function showDistribution(output, step) {
+const WHICH = { "pg-greedy": "greedy decoding", "pg-beam": "beam search", "pg-sample": "sampling" };
+
+// The sampling controls, checked: {temperature, topK, topP, seed} or {error}.
+function sampling() {
+  const temperature = Number(element("pg-temperature").value);
+  const topP = Number(element("pg-top-p").value);
+  const k = element("pg-top-k").value.trim();
+  const topK = k === "" || k === "0" ? null : Number(k);
+  const seed = Number(element("pg-seed").value);
+  if (!(temperature >= 0 && temperature <= 2) || !(topP > 0 && topP <= 1)) {
+    return { error: "Set a temperature from 0 to 2 and a top-p in (0, 1]." };
+  }
+  if (topK !== null && !(Number.isInteger(topK) && topK >= 1)) {
+    return { error: "top-k is a whole number, 1 or more (empty: no top-k)." };
+  }
+  if (!(Number.isInteger(seed) && seed >= 0)) {
+    return { error: "The seed is a whole number, 0 or more." };
+  }
+  return { temperature, topK, topP, seed };
+}
+
+let drawing = 0; // the number of the latest distribution asked of the worker
+async function showDistribution(output, step, { scroll = true } = {}) {
   const shownOutput = outputs[output];
   if (!shownOutput || !(step >= 0 && step < shownOutput.steps.length)) return;
   open = { output, step };
   const { loaded, tokens, steps } = shownOutput;
   const target = loaded.meta.target_tokens;
   const chosen = tokens[step + 1];
-  const temperature = Number(element("pg-temperature").value);
-  const topP = Number(element("pg-top-p").value);
-  element("pg-distribution").hidden = false;
+  const panel = element("pg-distribution");
+  // The panel opens right under the output whose token was chosen, and comes into view.
+  const section = element(`${output}-score`);
+  if (panel.previousElementSibling !== section) section.after(panel);
+  panel.hidden = false;
   for (const button of document.querySelectorAll(".pg-token")) {
     const isOpen = button.dataset.output === output && button.dataset.step === String(step);
     button.classList.toggle("pg-open", isOpen);
   }
-  const which = output === "pg-greedy" ? "greedy decoding" : "beam search";
+  const forcedHere = force?.output === OUTPUTS[output] && force.marks.includes(step);
   element("pg-dist-title").textContent =
-    `Step ${step} of ${which}: the distribution ${shown(target[chosen])} was chosen from`;
+    `Step ${step + 1} of ${WHICH[output]}${forcedHere ? " (forced)" : ""}: the distribution ` +
+    `${shown(target[chosen])} was ${forcedHere ? "forced into" : "chosen from"}`;
+  if (scroll) bringIntoView(panel);
+  saveState();
   const bars = element("pg-bars");
-  if (!(temperature >= 0 && temperature <= 2) || !(topP > 0 && topP <= 1)) {
+  const settings = sampling();
+  if (settings.error) {
     bars.innerHTML = "";
-    element("pg-dist-note").textContent = "Set a temperature from 0 to 2 and a top-p in (0, 1].";
+    element("pg-dist-note").textContent = settings.error;
     return;
   }
-  const kept = distribution(steps[step].logits, temperature, topP);
+  const { temperature, topP, topK } = settings;
+  const number = ++drawing;
+  let kept;
+  let plain;
+  try {
+    ({ kept, plain } = await worker.request("distribution",
+      { logits: steps[step].logits, temperature, topP, topK }));
+  } catch (error) {
+    if (!(error instanceof Cancelled)) say(`the model failed: ${error.message}`);
+    return;
+  }
+  if (number !== drawing) return; // another step, or other settings, since
   const rest = kept.slice(BARS).reduce((sum, { p }) => sum + p, 0);
+  const reshaped = !(temperature === 1 && topP === 1 && topK === null);
   bars.innerHTML =
-    barsHtml(kept.slice(0, BARS), (id) => shown(target[id]), chosen, "pg") +
+    barsHtml(kept.slice(0, BARS), (id) => shown(target[id]), chosen, "pg",
+      { plain: reshaped ? plain : null, force: step + 1 }) +
     (kept.length > BARS
-      ? `<li class="pg-rest">the other ${(kept.length - BARS).toLocaleString("en")} tokens: ` +
+      ? `<li class="pg-rest">the other ${counted(kept.length - BARS, "token")}: ` +
         `${(100 * rest).toFixed(1)}% together</li>`
       : "");
   bars.dataset.kept = String(kept.length);
-  const plain = temperature === 1 && topP === 1;
+  bars.dataset.drawn = `${output}|${step}|${temperature}|${topP}|${topK}`;
+  const cuts = [...(topP < 1 ? [`top-p ${topP}`] : []),
+    ...(topK === null ? [] : [`top-k ${topK}`])];
   element("pg-dist-note").textContent =
-    (plain
-      ? `softmax(logits) over all ${kept.length.toLocaleString("en")} tokens: what ${which} ` +
-        "chose from (it takes the most probable; beam search keeps the best sums of " +
-        "log-probabilities). Change the temperature or top-p to see how sampling would " +
-        "reshape it."
+    (!reshaped
+      ? `softmax(logits) over all ${counted(kept.length, "token")}: what greedy decoding and ` +
+        "beam search chose from (greedy takes the most probable; beam search keeps the best " +
+        "sums of log-probabilities), and what sampling draws from at temperature 1."
       : temperature === 0
         ? "Temperature 0: the most probable token, always (greedy)."
-        : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ` +
-          `${kept.length.toLocaleString("en")} tokens, renormalised to sum to 1: what ` +
-          "sampling would draw from.") +
-    (kept.some(({ id }) => id === chosen) ? "" : ` ${shown(target[chosen])} is not among them.`);
+        : `Logits ÷ ${temperature}, softmax` +
+          (cuts.length
+            ? `, then ${cuts.join(", then ")} keeps ${counted(kept.length, "token")}, ` +
+              "renormalised to sum to 1"
+            : ` over all ${counted(kept.length, "token")}`) +
+          ": what sampling draws from (the dashed outlines: temperature 1, what greedy decoding " +
+          "and beam search chose from).") +
+    (kept.some(({ id }) => id === chosen) ? "" : ` ${shown(target[chosen])} is not among them.`) +
+    " Click a token to force it here and decode on.";
+  if (scroll) bringIntoView(panel); // now at its full height
 }
 
-// One output (greedy or beam: the worker's {tokens, text, steps}) with its probabilities.
-function showOutput(id, loaded, { tokens, text, steps }, score) {
+// "What if": the token `id` forced at `step` of the open output; the output is decoded again
+// from it (the tokens before it kept), and the one before forcing stays beside it.
+function forceToken(id) {
+  if (!open) return;
+  const { output, step } = open;
+  const name = OUTPUTS[output];
+  const { tokens } = outputs[output];
+  const marks = force?.output === name ? force.marks.filter((s) => s < step) : [];
+  force = { output: name, prefix: [...tokens.slice(1, step + 1), id], marks: [...marks, step],
+    text: last.text };
+  open = { output, step };
+  refocus = true;
+  update({ keepOpen: true });
+}
+
+function clearForce() {
+  force = null;
+  refocus = open !== null; // the "Undo" button hides: the focus goes to the open token
+  update({ keepOpen: true });
+}
+
+// One output (greedy, beam or the sample: the worker's {tokens, text, steps}) with its
+// probabilities; `original`: the text before forcing, shown beside it.
+function showOutput(id, loaded, { tokens, text, steps }, score, original = null, marks = []) {
   outputs[id] = { loaded, tokens, steps };
-  element(`${id}-tokens`).innerHTML = tokenButtons(id, loaded, tokens);
+  element(`${id}-tokens`).innerHTML = tokenButtons(id, loaded, tokens, marks);
+  rovingTokens(element(`${id}-tokens`), ".pg-token");
   const total = steps.reduce((sum, step, index) => sum + step.logProbs[tokens[index + 1]], 0);
   element(`${id}-text`).textContent = text || "(empty)";
   element(`${id}-score`).textContent =
     `log-probability ${(score ?? total).toFixed(3)} ` +
     `(p = ${(100 * Math.exp(score ?? total)).toFixed(1)}%)`;
-  element(`${id}-steps`).innerHTML = stepsTable(loaded, tokens, steps);
+  const steps_ = element(`${id}-steps`);
+  if (steps_) steps_.innerHTML = stepsTable(loaded, tokens, steps);
+  const before = element(`${id}-original`);
+  before.hidden = original === null;
+  if (original !== null) {
+    const at = marks.map((step) => step + 1).join(", ");
+    element(`${id}-original-text`).textContent =
+      `Step${marks.length === 1 ? "" : "s"} ${at} forced (marked). Without forcing: ` +
+      `${original || "(empty)"}`;
+  }
 }
 
 // For an example: its held-out answer (the translator: the test set's translations), which
@@ -210,7 +301,7 @@ function describe(loaded) {
 }
 
 // The attention map picked with the controls, as a tidy table: one row per (query, key) cell.
-function attentionRows(loaded, sourcePieces, tokens, attention, scores) {
+function attentionRows(loaded, sourcePieces, tokens, attention, scores, values) {
   const kind = KINDS[Number(element("pg-kind").value)];
   const layer = Number(element("pg-layer").value);
   const head = Number(element("pg-head").value);
@@ -238,7 +329,8 @@ function attentionRows(loaded, sourcePieces, tokens, attention, scores) {
     }
   }
   const title = `${kind}, layer ${layer}, head ${head}`;
-  const drill = { queries, keys, weights, scores: scores[kind][layer][head], kind, title };
+  const drill = { queries, keys, weights, scores: scores[kind][layer][head], kind, title,
+    values: values[kind][layer], head, heads: attention[kind][layer].length };
   return { rows, title, drill };
 }
 
@@ -253,14 +345,23 @@ function showDrill(drill) {
       .map((label, q) => `<option value="${q}">${escapeHtml(label)}</option>`)
       .join("");
     const last = drill.queries.length - 1;
-    select.value = String(select.dataset.touched && keep <= last ? keep : last);
+    const asked = pendingQuery === null ? NaN : Number(pendingQuery);
+    if (Number.isInteger(asked) && asked >= 0 && asked <= last) {
+      select.value = String(asked);
+      select.dataset.touched = "1";
+    } else {
+      select.value = String(select.dataset.touched && keep <= last ? keep : last);
+    }
+    pendingQuery = null;
   }
   const q = Number(select.value);
   const maskName = drill.kind === KINDS[1] ? "look-ahead" : null;
+  const weights = rowOf(drill.weights, q);
   element("pg-drill").innerHTML = drillDownHtml(
-    drill.keys, rowOf(drill.scores, q), rowOf(drill.weights, q),
+    drill.keys, rowOf(drill.scores, q), weights,
     { query: drill.queries[q], maskName, what: drill.title },
-  );
+  ) + valueSideHtml(drill.keys, weights, drill.values,
+    { q, head: drill.head, heads: drill.heads, query: drill.queries[q] });
   element("pg-drill").dataset.drawn = `${drill.title}|${q}`;
 }
 
@@ -287,7 +388,7 @@ function busy(on, said = "") {
   sayIn("pg-working", on ? "Translating…" : said);
 }
 
-async function update() {
+async function update({ keepOpen = false } = {}) {
   const number = ++running;
   // An older translation is stopped, not waited for (unless a model is loading beside it).
   if (translating && !loadingTasks) worker.cancel();
@@ -301,16 +402,21 @@ async function update() {
     return;
   }
   if (number !== running) return;
-  saveState();
   const text = element("pg-input").value;
+  if (force && force.text !== text) force = null; // a new input: nothing forced
+  if (!keepOpen) open = null;
+  saveState();
   const app = element("pg-app");
   app.dataset.translations = String(Number(app.dataset.translations || 0) + 1);
   busy(true);
   let result;
+  let sampled;
+  const url = modelUrl(element("pg-task").value);
+  const settings = sampling();
   try {
-    result = await worker.request("translate", {
-      url: modelUrl(element("pg-task").value), text, beamSize: beamSize(),
-    });
+    const forced = force && force.output !== "sample" ? force : null;
+    result = await worker.request("translate", { url, text, beamSize: beamSize(), forced });
+    sampled = result.error || settings.error ? null : await drawSamples(url, text, settings);
   } catch (error) {
     if (number === running) {
       busy(false);
@@ -331,10 +437,17 @@ async function update() {
     const pieces = result.unknown.map((piece) => JSON.stringify(piece)).join(", ");
     notice.textContent = `Read as <unk>, unknown to the English vocabulary: ${pieces}.`;
   }
+  const keep = keepOpen ? open : null;
   element("pg-distribution").hidden = true;
   open = null;
-  showOutput("pg-greedy", loaded, result.greedy, null);
-  showOutput("pg-beam", loaded, result.beam, result.beam.score);
+  const marks = (name) => (force?.output === name ? force.marks : []);
+  const greedy = force?.output === "greedy" && result.forced ? result.forced : result.greedy;
+  const beam = force?.output === "beam" && result.forced ? result.forced : result.beam;
+  showOutput("pg-greedy", loaded, greedy, null, greedy === result.greedy ? null :
+    result.greedy.text, marks("greedy"));
+  showOutput("pg-beam", loaded, beam, beam.score, beam === result.beam ? null : result.beam.text,
+    marks("beam"));
+  showSample(loaded, sampled, settings.error);
   showAnswer(loaded, text, [
     ["greedy decoding", result.greedy.text],
     ["beam search", result.beam.text],
@@ -349,29 +462,93 @@ async function update() {
     tokens: result.greedy.tokens,
     attention: result.greedy.attention,
     scores: result.greedy.scores,
+    values: result.greedy.values,
   };
   fillControls(loaded);
   const target = loaded.meta.target_tokens;
   const reads = result.greedy.tokens.slice(0, -1).map((id, i) => `${i}: ${shown(target[id])}`);
   element("pg-lens").innerHTML = lensHtml(result.greedy.lens, reads, (id) => shown(target[id]));
   element("pg-lens").dataset.input = text;
+  const step = keep ?? pendingStep;
+  pendingStep = null;
+  if (step) showDistribution(step.output, step.step, { scroll: Boolean(keep) });
+  if (keep && refocus) {
+    // The bar that was clicked is gone: the focus goes to the token it forced.
+    refocus = false;
+    document.querySelector(`.pg-token[data-output="${keep.output}"][data-step="${keep.step}"]`)
+      ?.focus({ preventScroll: true });
+  }
   await nextTask(); // the outputs show before the chart is drawn, in a task of its own
   if (number !== running) return;
-  drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention, last.scores), text);
+  drawAttention(attentionRows(loaded, last.sourcePieces, last.tokens, last.attention, last.scores,
+    last.values), text);
+}
+
+// The sample (and, when the sample is forced, the one without forcing).
+async function drawSamples(url, text, settings) {
+  const options = { temperature: settings.temperature, topK: settings.topK,
+    topP: settings.topP, seed: settings.seed };
+  const plain = await worker.request("sample", { url, text, options });
+  if (force?.output !== "sample") return { sample: plain, original: null };
+  const forced = await worker.request("sample", { url, text, options, prefix: force.prefix });
+  return { sample: forced, original: plain };
+}
+
+function showSample(loaded, sampled, error) {
+  element("pg-sample-message").textContent = error ?? "";
+  element("pg-sample-message").hidden = !error;
+  if (!sampled) return;
+  const { sample, original } = sampled;
+  showOutput("pg-sample", loaded, sample, null, original?.text ?? null,
+    force?.output === "sample" ? force.marks : []);
+}
+
+// Only the sample again (its controls changed): greedy decoding and beam search stay.
+async function resample() {
+  if (!last) return;
+  const settings = sampling();
+  saveState();
+  if (settings.error) {
+    showSample(last.loaded, null, settings.error);
+    if (open) showDistribution(open.output, open.step, { scroll: false });
+    return;
+  }
+  const number = ++running;
+  let sampled;
+  try {
+    sampled = await drawSamples(modelUrl(element("pg-task").value), last.text, settings);
+  } catch (error) {
+    if (!(error instanceof Cancelled)) say(`the model failed: ${error.message}`);
+    return;
+  }
+  if (number !== running) return;
+  showSample(last.loaded, sampled, null);
+  saveState();
+  if (open) showDistribution(open.output, open.step, { scroll: false });
 }
 
 const beamSize = () => Number(element("pg-beam-size").value);
 
 // The page's state, written into the hash (a link to the page opens it so): the task, the
-// input, the beam size and the attention map shown.
+// input, the beam size, the sampling controls, a forced path, the open step, the attention map
+// shown and its query. Steps are counted from 1, as the page shows them.
 function saveState() {
   writeHash({
     task: element("pg-task").value,
     text: element("pg-input").value,
     beam: beamSize(),
+    // the sampling controls, where they differ from their defaults
+    ...Object.fromEntries(Object.entries(SAMPLING).map(([name, [id, plain]]) => {
+      const value = element(id).value.trim();
+      return [name, value === plain || (name === "top_k" && value === "0") ? null : value];
+    })),
+    force: force ? [force.output, ...force.prefix.map((id, step) =>
+      `${id}${force.marks.includes(step) ? "*" : ""}`)].join(".") : null,
+    step: open ? `${OUTPUTS[open.output]}.${open.step + 1}` : null,
     attn: KIND_NAMES[Number(element("pg-kind").value)],
     layer: element("pg-layer").value || null,
     head: element("pg-head").value || null,
+    query: element("pg-query").dataset.touched ? element("pg-query").value : null,
   });
 }
 
@@ -384,6 +561,12 @@ function setIfValid(id, value) {
   }
 }
 
+// The sampling controls in the hash: name -> [the control, its default value].
+const SAMPLING = { temperature: ["pg-temperature", "1"], top_k: ["pg-top-k", ""],
+  top_p: ["pg-top-p", "1"], seed: ["pg-seed", "0"] };
+let pendingStep = null; // a step to open once the outputs are shown
+let pendingQuery = null; // a query to unfold once the map is drawn
+
 function applyState(loaded, state) {
   if (state.has("text")) element("pg-input").value = state.get("text");
   setIfValid("pg-beam-size", state.get("beam"));
@@ -392,6 +575,23 @@ function applyState(loaded, state) {
   fillControls(loaded);
   setIfValid("pg-layer", state.get("layer"));
   setIfValid("pg-head", state.get("head"));
+  for (const [name, [id, plain]] of Object.entries(SAMPLING)) {
+    element(id).value = state.get(name) ?? plain;
+  }
+  force = null;
+  const forced = (state.get("force") ?? "").split(".");
+  const vocabulary = loaded.meta.target_tokens.length;
+  if (Object.values(OUTPUTS).includes(forced[0]) && forced.length > 1) {
+    const prefix = forced.slice(1).map((piece) => Number(piece.replace("*", "")));
+    const marks = forced.slice(1).flatMap((piece, step) => (piece.endsWith("*") ? [step] : []));
+    if (prefix.every((id) => Number.isInteger(id) && id >= 0 && id < vocabulary) && marks.length) {
+      force = { output: forced[0], prefix, marks, text: element("pg-input").value };
+    }
+  }
+  const [output, step] = (state.get("step") ?? "").split(".");
+  const id = Object.keys(OUTPUTS).find((key) => OUTPUTS[key] === output);
+  pendingStep = id && Number(step) >= 1 ? { output: id, step: Number(step) - 1 } : null;
+  pendingQuery = state.get("query");
 }
 
 function fillControls(loaded) {
@@ -411,7 +611,8 @@ function fillControls(loaded) {
 function redrawAttention() {
   if (last && !element("pg-results").hidden) {
     drawAttention(
-      attentionRows(last.loaded, last.sourcePieces, last.tokens, last.attention, last.scores),
+      attentionRows(last.loaded, last.sourcePieces, last.tokens, last.attention, last.scores,
+        last.values),
       last.text,
     );
   }
@@ -494,7 +695,14 @@ async function start() {
     worker.cancel();
     busy(false, "Stopped: change the input to translate again.");
   });
-  element("pg-task").addEventListener("change", chooseTask);
+  element("pg-task").addEventListener("change", () => {
+    force = null;
+    chooseTask();
+  });
+  // The translator first: the page's main model (a hash may choose another task).
+  if (manifest.tasks.some((task) => task.name === "translator")) {
+    element("pg-task").value = "translator";
+  }
   for (const id of ["pg-kind", "pg-layer", "pg-head"]) {
     element(id).addEventListener("change", () => {
       element(id).dataset.touched = "1";
@@ -502,20 +710,35 @@ async function start() {
       redrawAttention();
     });
   }
-  for (const id of ["pg-greedy-tokens", "pg-beam-tokens"]) {
+  for (const id of ["pg-greedy-tokens", "pg-beam-tokens", "pg-sample-tokens"]) {
     const opened = (event) => {
       const button = event.target.closest?.(".pg-token");
       if (button) showDistribution(button.dataset.output, Number(button.dataset.step));
     };
     element(id).addEventListener("click", opened);
     element(id).addEventListener("focusin", opened);
+    arrowKeys(element(id), ".pg-token");
   }
   element("pg-query").addEventListener("change", () => {
     element("pg-query").dataset.touched = "1";
+    saveState();
     if (drilled) showDrill(drilled);
   });
-  for (const id of ["pg-temperature", "pg-top-p"]) {
-    element(id).addEventListener("input", () => open && showDistribution(open.output, open.step));
+  // The sampling controls: the sample is drawn again (and the open step's bars redrawn).
+  const resampleSoon = debounce(resample, PAUSE_MS);
+  for (const id of ["pg-temperature", "pg-top-p", "pg-top-k", "pg-seed"]) {
+    element(id).addEventListener("input", resampleSoon);
+  }
+  element("pg-draw-again").addEventListener("click", () => {
+    element("pg-seed").value = String(Math.trunc(Number(element("pg-seed").value) || 0) + 1);
+    resample();
+  });
+  element("pg-bars").addEventListener("click", (event) => {
+    const bar = event.target.closest?.("[data-force]");
+    if (bar) forceToken(Number(bar.dataset.force));
+  });
+  for (const id of Object.keys(OUTPUTS)) {
+    element(`${id}-unforce`).addEventListener("click", clearForce);
   }
   element("pg-beam-size").addEventListener("change", async () => {
     updateBeamTitle((await model()).meta);

@@ -1,16 +1,17 @@
-// The poem page (book/playground_poems.md): loads the poet when the reader asks, has gpt.js
-// write a poem one character at a time in the page's Web Worker (worker.js), and draws the
-// attention map of the layer and head chosen over the written poem (page.js draws it).
-import * as PoetGPT from "./gpt.js";
+// The poem page (book/playground_poems.md): shows a prepared poem at once, loads the poet (from
+// the browser's cache after the first visit), has gpt.js write a poem one character at a time in
+// the page's Web Worker (worker.js), and draws the attention map of the layer and head chosen over
+// the written poem (page.js draws it). The page imports no model code: the worker alone loads it.
 import {
-  Cancelled, ModelWorker, barsHtml, debounce, drawAttentionMap, drillDownHtml, element,
-  escapeHtml, here, lensHtml, megabytes, numberOptions, readHash, rowOf, say as sayIn, writeHash,
+  Cancelled, ModelWorker, arrowKeys, barsHtml, bringIntoView, counted, debounce, drawAttentionMap,
+  drillDownHtml, element, escapeHtml, here, lensHtml, megabytes, numberOptions, readHash, rowOf,
+  say as sayIn, tokens as rovingTokens, valueSideHtml, writeHash,
 } from "./page.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
 const worker = new ModelWorker();
 const poetUrl = new URL("poet.json", here).href;
-let model = null; // {meta, ids}: what the page needs of the poet (the weights are in the worker)
+let model = null; // {meta}: what the page needs of the poet (the weights are in the worker)
 let loading = null;
 let writing = 0; // the number of the latest poem: an older one stops when a new one starts
 let stopped = 0; // the number of the poem the reader stopped
@@ -18,37 +19,33 @@ let last = null; // the latest finished poem's ids, for the attention controls
 
 const say = (text) => sayIn("poet-message", text);
 
+// The poet, loaded in the worker as the page opens (from the Cache API after the first visit).
 async function load() {
   if (loading) return loading;
-  const button = element("poet-load");
   const progress = element("poet-progress");
   const status = element("poet-status");
-  button.disabled = true;
   progress.hidden = false;
-  status.textContent = "loading…";
+  status.textContent = "loading the poet…";
   const shown = ({ loaded: received, total }) => {
     progress.value = received / total;
-    status.textContent = `${megabytes(received)} of ${megabytes(total)}`;
+    status.textContent = `loading the poet: ${megabytes(received)} of ${megabytes(total)}`;
   };
   loading = worker
     .request("loadPoet", { url: poetUrl }, shown)
     .then(({ meta }) => {
-      const loaded = { meta, ids: new Map(meta.tokens.map((token, id) => [token, id])) };
-      model = loaded;
-      const { bytes } = loaded.meta.weights;
-      const characters = (loaded.meta.tokens.length - 3).toLocaleString("en");
+      model = { meta };
+      const { bytes } = meta.weights;
+      const characters = (meta.tokens.length - 3).toLocaleString("en");
       status.textContent =
-        `loaded: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
+        `the poet: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
       progress.hidden = true;
-      describe(loaded.meta);
-      fillControls(loaded.meta);
+      describe(meta);
+      fillControls(meta);
       applyLayerAndHead();
-      element("poet-form").hidden = false;
-      return loaded;
+      return model;
     })
     .catch((error) => {
       loading = null;
-      button.disabled = false;
       progress.hidden = true;
       status.textContent = "";
       say(`could not load the poet (${error.message}); serve the book over http`);
@@ -77,17 +74,29 @@ function fillControls(meta) {
     .join(" ");
 }
 
-// The page's state in the hash (a link opens the page so, loads the poet and writes): the mode,
-// the characters, temperature, top-p, seed, and the attention map's layer and head.
-let pending = null; // a state from the hash whose layer and head wait for the poet
+// The page's state in the hash (a link opens the page so, loads the poet and writes): the
+// poem's settings (mode, characters, temperature, top-p, seed, as it was written: editing the
+// controls changes the link only once a poem is written with them), the forced characters, the
+// open step, and the attention map's layer, head and query.
+let pending = null; // a state from the hash whose layer, head, query and step wait for the poem
 const FIELDS = { prompt: "poet-prompt", temperature: "poet-temperature", top_p: "poet-top-p",
   seed: "poet-seed" };
+let written = null; // the settings of the poem on the page (settings())
+let force = null; // the "what if": {prefix: ids written after the prompt, marks: forced steps}
 
 function saveState() {
-  const state = { mode: element("poet-acrostic").checked ? "acrostic" : "continue" };
-  for (const [name, id] of Object.entries(FIELDS)) state[name] = element(id).value;
-  if (model) Object.assign(state, { layer: element("poet-layer").value,
-    head: element("poet-head").value });
+  if (!written) return;
+  const state = { mode: written.acrostic ? "acrostic" : "continue", prompt: written.prompt,
+    temperature: written.temperature, top_p: written.topP, seed: written.seed };
+  if (force) {
+    state.force = force.prefix.map((id, i) => `${id}${force.marks.includes(i) ? "*" : ""}`)
+      .join(".");
+  }
+  if (openStep !== null) state.step = openStep + 1;
+  if (model) {
+    Object.assign(state, { layer: element("poet-layer").value, head: element("poet-head").value });
+    if (element("poet-query").dataset.touched) state.query = element("poet-query").value;
+  }
   writeHash(state);
 }
 
@@ -99,6 +108,13 @@ function applyState(state) {
   for (const [name, id] of Object.entries(FIELDS)) {
     if (state.has(name)) element(id).value = state.get(name);
   }
+  force = null;
+  const pieces = (state.get("force") ?? "").split(".").filter(Boolean);
+  const prefix = pieces.map((piece) => Number(piece.replace("*", "")));
+  const marks = pieces.flatMap((piece, i) => (piece.endsWith("*") ? [i] : []));
+  if (prefix.length && prefix.every((id) => Number.isInteger(id) && id > 2) && marks.length) {
+    force = { prefix, marks };
+  }
   pending = state;
   if (model) applyLayerAndHead();
 }
@@ -109,15 +125,17 @@ function applyLayerAndHead() {
     const value = pending?.get(name);
     if ([...select.options].some((option) => option.value === value)) select.value = value;
   }
-  pending = null;
 }
 
-// Opens the state in the hash, if there is one: the poet loads and writes.
+// Opens the state in the hash, or the prepared poem: the poet loads and writes.
 function openState() {
   const state = readHash();
-  if (![...state.keys()].length) return;
-  applyState(state);
-  load().then(write);
+  if ([...state.keys()].length) {
+    applyState(state);
+    element("poet-poem").removeAttribute("data-prepared");
+  }
+  load().then(() => write({ animate: !element("poet-poem").hasAttribute("data-prepared"),
+    keepForce: true }));
 }
 
 function settings() {
@@ -137,7 +155,7 @@ function problem(chosen) {
   if (!(temperature >= 0 && temperature <= 2)) return "The temperature goes from 0 to 2.";
   if (!(topP > 0 && topP <= 1)) return "top-p is more than 0 and at most 1.";
   if (!(Number.isInteger(seed) && seed >= 0)) return "The seed is a whole number, 0 or more.";
-  return PoetGPT.checkPrompt(model, chosen.prompt, chosen.acrostic).error ?? null;
+  return null; // the characters are checked by the worker (gpt.js's checkPrompt)
 }
 
 // The poem as couplets: a line break after each 。 or ？.
@@ -145,19 +163,26 @@ const asLines = (text) => text.replace(/([。？])/g, "$1\n").trim();
 
 // --- The distribution of any step ----------------------------------------------------------
 // The written poem as asLines lays it out, each written character an element with its step
-// (0-based; the characters of a first verse given to continue are not steps), which opens the
-// step's distribution when clicked or tabbed to.
+// (data-step counts from 0; the reader sees steps counted from 1; the characters of a first
+// verse given to continue are not steps), which opens the step's distribution when clicked or
+// tabbed to. Its bars can be reshaped with their own temperature and top-p (exploring: the link
+// keeps the poem's), and a click on a bar forces that character and writes on ("what if").
 let steps = null; // the latest poem: {ids, logits: per step, first: the index of step 0 in ids}
 let openStep = null;
 
-function poemTokens(ids, first) {
+function poemTokens(ids, first, marks = []) {
   const parts = [];
   for (let i = 1; i < ids.length; i++) {
     const character = escapeHtml(model.meta.tokens[ids[i]]);
+    const step = i - first;
+    const forced = marks.includes(step);
     parts.push(
       i >= first
-        ? `<span class="poet-token" data-step="${i - first}" tabindex="0" role="button" ` +
-            `aria-label="step ${i - first}: ${character}">${character}</span>`
+        ? `<span class="poet-token${forced ? " forced" : ""}" data-step="${step}" ` +
+            `data-id="${ids[i]}" tabindex="0" ` +
+            `role="button"${forced ? " data-forced" : ""} ` +
+            `aria-label="step ${step + 1}${forced ? " (forced)" : ""}: ${character}">` +
+            `${character}</span>`
         : character,
     );
     if ("。？".includes(model.meta.tokens[ids[i]]) && i < ids.length - 1) parts.push("\n");
@@ -170,46 +195,90 @@ function closeDistribution() {
   element("poet-distribution").hidden = true;
 }
 
-// The bars of step `step`: the allowed logits, divided by the temperature now set, cut to top-p
-// and renormalised (gpt.js's distribution), the written character marked. Redrawn when the
-// temperature or top-p changes, without running the model again.
-function showDistribution(step) {
+// The bars of step `step`: the allowed logits, divided by the panel's temperature, cut to its
+// top-p and renormalised (core.js's distribution, in the worker), the written character marked,
+// its probability at temperature 1 as a dashed outline. Redrawn when they change, without running
+// the model again.
+let drawingBars = 0;
+async function showDistribution(step, { scroll = true } = {}) {
   if (!steps || !(step >= 0 && step < steps.logits.length)) return;
   openStep = step;
-  const { temperature, topP } = settings();
+  saveState();
+  const temperature = Number(element("poet-bars-temperature").value);
+  const topP = Number(element("poet-bars-top-p").value);
   const panel = element("poet-distribution");
   panel.hidden = false;
-  const written = steps.ids[steps.first + step];
+  const written_ = steps.ids[steps.first + step];
   const tokens = model.meta.tokens;
+  const forcedHere = force?.marks.includes(step);
   element("poet-dist-title").textContent =
-    `Step ${step}: the distribution ${tokens[written]} was drawn from`;
+    `Step ${step + 1}${forcedHere ? " (forced)" : ""}: the distribution ${tokens[written_]} ` +
+    `was ${forcedHere ? "forced into" : "drawn from"}`;
   for (const token of document.querySelectorAll(".poet-token")) {
     token.classList.toggle("poet-open", token.dataset.step === String(step));
   }
+  if (scroll) bringIntoView(panel);
   const bars = element("poet-bars");
   if (!(temperature >= 0 && temperature <= 2) || !(topP > 0 && topP <= 1)) {
     bars.innerHTML = "";
     element("poet-dist-note").textContent = "Set a temperature from 0 to 2 and a top-p in (0, 1].";
     return;
   }
-  const kept = PoetGPT.distribution(steps.logits[step], temperature, topP);
+  const number = ++drawingBars;
+  let kept;
+  let plain;
+  try {
+    ({ kept, plain } = await worker.request("distribution",
+      { logits: steps.logits[step], temperature, topP }));
+  } catch (error) {
+    if (!(error instanceof Cancelled)) say(`the poet failed: ${error.message}`);
+    return;
+  }
+  if (number !== drawingBars) return;
   // Every kept character has its bar (top-p at a high temperature keeps over a thousand: the
   // list scrolls), so the bars' probabilities add up to 1.
-  bars.innerHTML = barsHtml(kept, (id) => tokens[id], written, "poet");
+  bars.innerHTML = barsHtml(kept, (id) => tokens[id], written_, "poet",
+    { plain: temperature === 1 && topP === 1 ? null : plain, force: step + 1 });
   bars.dataset.kept = String(kept.length);
   bars.dataset.temperature = String(temperature);
   bars.dataset.topP = String(topP);
-  const outside = kept.some(({ id }) => id === written)
+  const outside = kept.some(({ id }) => id === written_)
     ? ""
-    : ` ${tokens[written]}, written with other settings, is not among them.`;
+    : ` ${tokens[written_]}, written with other settings, is not among them.`;
   const allowed = steps.logits[step].filter((value) => value > -Infinity).length;
-  element("poet-dist-note").textContent = allowed === 1
-    ? `Here the 藏头诗 allows only ${tokens[written]}: every other logit is set to −∞.`
+  element("poet-dist-note").textContent = (allowed === 1
+    ? `Here the 藏头诗 allows only ${tokens[written_]}: every other logit is set to −∞.`
     : (temperature === 0
       ? "Temperature 0: the most probable character, always (greedy)."
-      : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ${kept.length} ` +
-        `character${kept.length === 1 ? "" : "s"} (their probabilities renormalised to sum ` +
-        "to 1); the draw picks one of them.") + outside;
+      : `Logits ÷ ${temperature}, softmax, then top-p ${topP} keeps ` +
+        `${counted(kept.length, "character")} (their probabilities renormalised to sum ` +
+        "to 1); the draw picks one of them" +
+        (temperature === 1 && topP === 1 ? "." : " (the dashed outlines: temperature 1).")) +
+      outside) +
+    (allowed === 1 ? "" : " Click a character to force it here and write on.");
+  if (scroll) bringIntoView(panel);
+}
+
+// "What if": the character `id` forced at the open step; the poem is written again from it
+// (the characters before it kept, the same random numbers after it).
+function forceCharacter(id) {
+  if (openStep === null || !steps) return;
+  const step = openStep;
+  const before = steps.ids.slice(steps.first, steps.first + step);
+  const marks = force ? force.marks.filter((s) => s < step) : [];
+  force = { prefix: [...before, id], marks: [...marks, step] };
+  restoreSettings();
+  write({ animate: true, keepStep: step });
+}
+
+// The controls set back to the poem's own settings (a forced poem goes on with them).
+function restoreSettings() {
+  if (!written) return;
+  element(written.acrostic ? "poet-acrostic" : "poet-continue").checked = true;
+  element("poet-prompt").value = written.prompt;
+  element("poet-temperature").value = String(written.temperature);
+  element("poet-top-p").value = String(written.topP);
+  element("poet-seed").value = String(written.seed);
 }
 
 function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
@@ -219,7 +288,24 @@ function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
   return `pretrained_poet().write(${args.join(", ")})`;
 }
 
-async function write() {
+// A poem written in the worker: {ids, text, logits (per step), computingMs} or {stopped, error};
+// `onCharacter(text)` as each character comes.
+function writeInWorker(chosen, prefix, onCharacter = null) {
+  const options = { temperature: chosen.temperature, topP: chosen.topP, seed: chosen.seed,
+    acrostic: chosen.acrostic, prefix };
+  const logits = [];
+  return worker.request("write", { url: poetUrl, prompt: chosen.prompt, options },
+    ({ text, logits: stepLogits }) => {
+      logits.push(stepLogits);
+      onCharacter?.(text);
+    }).then((result) => ({ ...result, logits }), (error) => ({ stopped: true, error }));
+}
+
+// Writes a poem with the controls' settings (and the forced characters, if any): `animate`
+// shows it one character every DELAY_MS; `keepForce` keeps the forced characters (a new poem
+// drops them); `keepStep`, a step to open once it is written.
+async function write({ animate = true, keepForce = false, keepStep = null } = {}) {
+  if (!keepForce && keepStep === null) force = null;
   await load();
   if (!model) return;
   const chosen = settings();
@@ -233,35 +319,30 @@ async function write() {
     return;
   }
   say("");
-  saveState();
   element("poet-output").hidden = false;
   const number = ++writing;
   poem.dataset.number = String(number);
   poem.dataset.done = "";
-  poem.textContent = "";
+  const prepared = poem.hasAttribute("data-prepared");
+  if (animate && !prepared) poem.textContent = "";
   element("poet-timing").textContent = "";
-  // The worker writes the poem; its characters are shown one every DELAY_MS as they come.
-  const queue = [];
-  const stepLogits = []; // per step: the allowed logits the character was drawn from
   closeDistribution();
-  const options = { temperature: chosen.temperature, topP: chosen.topP, seed: chosen.seed,
-    acrostic: chosen.acrostic };
   if (worker.busy) worker.cancel(); // an older poem still being written
   element("poet-stop").hidden = false;
-  const job = worker.request("write", { url: poetUrl, prompt: chosen.prompt, options },
-    ({ ids, logits }) => {
-      queue.push(ids);
-      stepLogits.push(logits);
-    });
+  // With forced characters, the poem without them first (shown beside), then with them.
+  const original = force ? await writeInWorker(chosen, []) : null;
+  if (number !== writing) return;
+  const queue = [];
   let finished = null;
-  job.then((result) => (finished = result), (error) => (finished = { stopped: true, error }));
-  let written = 0;
+  writeInWorker(chosen, force?.prefix ?? [], animate ? (text) => queue.push(text) : null)
+    .then((result) => (finished = result));
+  let shownCount = 0;
   while (finished === null || queue.length) {
     if (queue.length) {
-      written++;
-      poem.textContent = asLines(PoetGPT.decode(model, queue.shift()));
+      shownCount++;
+      poem.textContent = asLines(queue.shift());
     }
-    await new Promise((resolve) => setTimeout(resolve, DELAY_MS));
+    await new Promise((resolve) => setTimeout(resolve, animate ? DELAY_MS : 5));
     if (number !== writing) return; // a newer poem has started
     if (stopped === number) {
       finished = { stopped: true };
@@ -269,24 +350,45 @@ async function write() {
     }
   }
   element("poet-stop").hidden = true;
-  if (finished.stopped) {
-    if (finished.error && !(finished.error instanceof Cancelled)) {
-      say(`the poet failed: ${finished.error.message}`);
+  const failed = finished.stopped ? finished : original?.stopped ? original : null;
+  if (failed) {
+    poem.removeAttribute("data-prepared");
+    if (failed.error && !(failed.error instanceof Cancelled)) {
+      // The worker names what is wrong (a character the poet never saw, a 藏头诗 too long).
+      say(failed.error.message);
+      element("poet-output").hidden = true;
+      poem.dataset.done = "";
+      return;
     }
     poem.dataset.done = "stopped";
-    element("poet-timing").textContent = `Stopped after ${written} characters.`;
+    element("poet-timing").textContent = `Stopped after ${shownCount} characters.`;
     return;
   }
-  const { ids, computingMs: computing } = finished;
-  const text = PoetGPT.decode(model, ids);
-  poem.innerHTML = poemTokens(ids, ids.length - stepLogits.length);
-  steps = { ids, logits: stepLogits, first: ids.length - stepLogits.length };
+  const { ids, text, logits: stepLogits, computingMs: computing } = finished;
+  const first = ids.length - stepLogits.length;
+  poem.removeAttribute("data-prepared");
+  poem.innerHTML = poemTokens(ids, first, force?.marks ?? []);
+  rovingTokens(poem, ".poet-token");
+  steps = { ids, logits: stepLogits, first };
   poem.dataset.text = text;
   poem.dataset.done = "1";
-  const rate = written / (computing / 1000);
+  written = chosen;
+  element("poet-bars-temperature").value = String(chosen.temperature);
+  element("poet-bars-top-p").value = String(chosen.topP);
+  const before = element("poet-original");
+  before.hidden = !force;
+  if (force) {
+    const at = force.marks.map((step) => step + 1).join(", ");
+    element("poet-original-text").textContent =
+      `Step${force.marks.length === 1 ? "" : "s"} ${at} forced (marked); the same settings ` +
+      `and random numbers without forcing: ${original.text}`;
+  }
+  const count = ids.length - first;
+  const rate = count / (computing / 1000);
   element("poet-timing").textContent =
-    `${written} characters written in ${(computing / 1000).toFixed(2)} s of computing ` +
-    `(${rate.toFixed(0)} characters/s in this browser), shown one every ${DELAY_MS} ms.`;
+    `${counted(count, "character")} written in ${(computing / 1000).toFixed(2)} s of computing ` +
+    `(${rate.toFixed(0)} characters/s in this browser)` +
+    (animate ? `, shown one every ${DELAY_MS} ms.` : ".");
   element("poet-call").textContent = pythonCall(chosen);
   element("poet-same").textContent =
     chosen.temperature === 0
@@ -294,7 +396,17 @@ async function write() {
       : "Python samples with PyTorch's random numbers, not this page's: " +
         "the same seed there writes another poem.";
   last = ids;
-  drawAttention();
+  const asked = keepStep ?? (pending?.has("step") ? Number(pending.get("step")) - 1 : null);
+  saveState();
+  await drawAttention();
+  if (asked !== null && Number.isInteger(asked)) {
+    showDistribution(asked, { scroll: keepStep !== null });
+  }
+  if (keepStep !== null) {
+    // The bar that was clicked is gone: the focus goes to the character it forced.
+    poem.querySelector(`.poet-token[data-step="${keepStep}"]`)?.focus({ preventScroll: true });
+  }
+  pending = null;
 }
 
 // Every attention map over the written poem (one pass without the cache, in the worker), kept
@@ -306,15 +418,17 @@ async function drawAttention() {
   if (maps?.ids !== ids) {
     let attention;
     let scores;
+    let values;
     let lens;
     try {
-      ({ attention, scores, lens } = await worker.request("poemAttention", { url: poetUrl, ids }));
+      ({ attention, scores, values, lens } = await worker.request("poemAttention",
+        { url: poetUrl, ids }));
     } catch (error) {
       if (!(error instanceof Cancelled)) say(`could not compute the attention: ${error.message}`);
       return;
     }
     if (last !== ids) return; // a newer poem
-    maps = { ids, attention, scores };
+    maps = { ids, attention, scores, values };
     const tokens = model.meta.tokens;
     element("poet-lens").innerHTML = lensHtml(lens, ids.map((id, i) => `${i}: ${tokens[id]}`),
       (id) => tokens[id]);
@@ -344,27 +458,34 @@ async function drawAttention() {
   const key = `${last.join(",")}|${layer}|${head}`; // the browser test waits on it
   drawAttentionMap(container, rows, options, () => ({ drawn: key }))
     .catch((error) => say(`could not draw the attention map: ${error.message}`));
-  showDrill(labels, weights, maps.scores[layer][head], options.title);
+  showDrill(labels, weights, maps.scores[layer][head], options.title,
+    { values: maps.values[layer], head, heads: maps.attention[layer].length });
 }
 
 // The map unfolded for the query chosen: its scores, the look-ahead mask, the weights (page.js).
-function showDrill(labels, weights, scores, title) {
+function showDrill(labels, weights, scores, title, side) {
   const select = element("poet-query");
   if (select.options.length !== labels.length || select.dataset.poem !== String(writing)) {
     select.innerHTML = labels
       .map((label, q) => `<option value="${q}">${escapeHtml(label)}</option>`)
       .join("");
-    select.value = String(labels.length - 1);
+    const asked = Number(pending?.get("query") ?? NaN);
+    const wanted = Number.isInteger(asked) && asked >= 0 && asked < labels.length;
+    select.value = String(wanted ? asked : labels.length - 1);
+    if (wanted) select.dataset.touched = "1";
+    else delete select.dataset.touched;
     select.dataset.poem = String(writing);
   }
   const q = Number(select.value);
-  element("poet-drill").innerHTML = drillDownHtml(labels, rowOf(scores, q), rowOf(weights, q),
-    { query: labels[q], maskName: "look-ahead", what: title });
+  const row = rowOf(weights, q);
+  element("poet-drill").innerHTML =
+    drillDownHtml(labels, rowOf(scores, q), row,
+      { query: labels[q], maskName: "look-ahead", what: title }) +
+    valueSideHtml(labels, row, side.values, { q, ...side, query: labels[q] });
   element("poet-drill").dataset.drawn = `${title}|${q}`;
 }
 
 function start() {
-  element("poet-load").addEventListener("click", () => load().then(write));
   element("poet-form").addEventListener("submit", (event) => {
     event.preventDefault();
     write();
@@ -381,17 +502,33 @@ function start() {
     element(acrostic ? "poet-acrostic" : "poet-continue").checked = true;
     write();
   });
-  element("poet-query").addEventListener("change", drawAttention);
+  element("poet-query").addEventListener("change", () => {
+    element("poet-query").dataset.touched = "1";
+    saveState();
+    drawAttention();
+  });
   for (const id of ["poet-layer", "poet-head"]) {
     element(id).addEventListener("change", () => {
       saveState();
       drawAttention();
     });
   }
-  // Any control changed: the hash follows at once, and the open step's bars are redrawn.
-  element("poet-form").addEventListener("input", () => {
-    saveState();
-    if (openStep !== null) showDistribution(openStep);
+  // The bars' own temperature and top-p: the open step's bars are redrawn (the link keeps the
+  // poem's settings: exploring does not change it).
+  for (const id of ["poet-bars-temperature", "poet-bars-top-p"]) {
+    element(id).addEventListener("input", () => {
+      if (openStep !== null) showDistribution(openStep, { scroll: false });
+    });
+  }
+  element("poet-bars").addEventListener("click", (event) => {
+    const bar = event.target.closest?.("[data-force]");
+    if (bar) forceCharacter(Number(bar.dataset.force));
+  });
+  element("poet-unforce").addEventListener("click", () => {
+    force = null;
+    restoreSettings();
+    // The "Undo" button hides: the open step stays open, and takes the focus.
+    write({ animate: false, keepStep: openStep });
   });
   const poem = element("poet-poem");
   const open = (event) => {
@@ -400,7 +537,7 @@ function start() {
   };
   poem.addEventListener("click", open);
   poem.addEventListener("focusin", open);
-  element("poet-form").addEventListener("change", saveState);
+  arrowKeys(poem, ".poet-token");
   window.addEventListener("hashchange", openState);
   window.addEventListener("resize", debounce(drawAttention, 150));
   element("poet-stop").addEventListener("click", () => {

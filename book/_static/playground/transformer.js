@@ -10,8 +10,9 @@
 // tests/test_playground_translator.py check the logits against PyTorch's float32 model loaded
 // from the same file.
 import {
-  argmax, embed, feedForward, layerNorm, loadWeights, logSoftmax, multiHeadAttention, newCache,
-  outputScores, sinusoidalTable, sublayerConnection, topIds,
+  argmax, drawToken, embed, feedForward, layerNorm, loadWeights, logSoftmax, multiHeadAttention,
+  newCache, outputScores, randomStream, sinusoidalTable, sublayerConnection, topIds, topKFilter,
+  topPFilter,
 } from "./core.js";
 import { fromMeta } from "./tokenizer.js";
 
@@ -66,12 +67,14 @@ export function encode(model, sourceTokens) {
   let x = embedTokens(model, sourceTokens, "source_embed"); // (source, d_model)
   const maps = [];
   const scores = [];
+  const values = []; // per layer: the value side (core.js's multiHeadAttention)
   for (let layer = 0; layer < model.meta.config.num_layers; layer++) {
     const prefix = `encoder.layers.${layer}`;
     x = sublayer(model, `${prefix}.sublayers.0`, x, (normed) => {
       const result = attention(model, `${prefix}.self_attn`, normed, normed);
       maps.push(result.weights); // per head: (source, source)
       scores.push(result.scores); // per head: the scaled scores q·k / sqrt(d_k)
+      values.push(result.values);
       return result.output;
     });
     x = sublayer(model, `${prefix}.sublayers.1`, x, (normed) =>
@@ -79,7 +82,7 @@ export function encode(model, sourceTokens) {
     );
   }
   // memory (source, d_model)
-  return { memory: finalNorm(model, "encoder", x), attention: maps, scores };
+  return { memory: finalNorm(model, "encoder", x), attention: maps, scores, values };
 }
 
 // --- Chapter 07_cross_attention: the decoder: masked self-attention, cross-attention, FFN ---
@@ -91,6 +94,8 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
   const crossAttention = [];
   const selfScores = [];
   const crossScores = [];
+  const selfValues = [];
+  const crossValues = [];
   const layerOutputs = []; // each layer's output (target, d_model), for the logit lens
   for (let layer = 0; layer < model.meta.config.num_layers; layer++) {
     const prefix = `decoder.layers.${layer}`;
@@ -100,6 +105,7 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
       const result = attention(model, `${prefix}.self_attn`, normed, normed, options);
       selfAttention.push(result.weights); // per head: (target, target), zero above the diagonal
       selfScores.push(result.scores); // -Infinity above the diagonal
+      selfValues.push(result.values);
       return result.output;
     });
     x = sublayer(model, `${prefix}.sublayers.1`, x, (normed) => {
@@ -108,6 +114,7 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
       const result = attention(model, `${prefix}.cross_attn`, normed, memory, options);
       crossAttention.push(result.weights); // per head: (target, source)
       crossScores.push(result.scores);
+      crossValues.push(result.values);
       return result.output;
     });
     x = sublayer(model, `${prefix}.sublayers.2`, x, (normed) =>
@@ -118,6 +125,7 @@ export function decode(model, memory, targetTokens, caches = null, offset = 0) {
   return {
     layerOutputs,
     hidden: finalNorm(model, "decoder", x), selfAttention, crossAttention, selfScores, crossScores,
+    selfValues, crossValues,
   };
 }
 
@@ -149,7 +157,15 @@ function nextLogProbs(model, memory, tokens, caches) {
 }
 
 // --- Chapter 10_decoding: greedy decoding, the most probable token at every step --------------
-export function greedyDecode(model, sourceTokens, maxNewTokens) {
+// `prefix`: tokens forced at the first steps (the page's "what if"; empty: plain greedy
+// decoding); decoding goes on from them. Every step keeps the logits it chose from.
+export function greedyDecode(model, sourceTokens, maxNewTokens, prefix = []) {
+  return decodeSteps(model, sourceTokens, maxNewTokens, (scores) => argmax(scores.logProbs),
+    prefix);
+}
+
+// One token per step, `pick(scores)` choosing it (after the forced `prefix`), until the end token.
+function decodeSteps(model, sourceTokens, maxNewTokens, pick, prefix = []) {
   const { start_id, end_id } = model.meta;
   const { memory } = encode(model, sourceTokens);
   const tokens = [start_id];
@@ -157,26 +173,56 @@ export function greedyDecode(model, sourceTokens, maxNewTokens) {
   const steps = []; // per step: the logits and log-probabilities it chose from
   for (let step = 0; step < maxNewTokens; step++) {
     const scores = nextLogProbs(model, memory, tokens, caches);
-    tokens.push(argmax(scores.logProbs));
+    const picked = pick(scores); // drawn even where forced: the draws stay in step
+    tokens.push(step < prefix.length ? prefix[step] : picked);
     steps.push(scores);
     if (tokens[tokens.length - 1] === end_id) break;
   }
   return { tokens, steps };
 }
 
+// --- Chapter 10_decoding: sampling, each token drawn from the reshaped distribution ------------
+// decoding.py's sample_decode: log-probabilities ÷ temperature (0: greedy), the top-p nucleus,
+// then the top-k (core.js), one draw; the page's seeded random numbers (not PyTorch's).
+export function sampleDecode(model, sourceTokens, maxNewTokens, options = {}, prefix = []) {
+  const { temperature = 1, topK = null, topP = 1, seed = 0 } = options;
+  if (!(temperature >= 0)) throw new Error(`temperature must be >= 0; got ${temperature}`);
+  const random = randomStream(seed);
+  return decodeSteps(model, sourceTokens, maxNewTokens, ({ logProbs }) => {
+    if (temperature === 0) return argmax(logProbs);
+    let scaled = topPFilter(logProbs.map((value) => value / temperature), topP);
+    if (topK !== null) scaled = topKFilter(scaled, topK);
+    return drawToken(scaled, random);
+  }, prefix);
+}
+
 // --- Chapter 10_decoding: beam search, the beamSize most probable prefixes at every step -------
-export function beamSearch(model, sourceTokens, maxNewTokens, beamSize = 4, lengthPenalty = 0) {
+// `prefix`: tokens forced at the first steps (the page's "what if"; empty: plain beam search);
+// every hypothesis starts from them, with their log-probabilities as its score.
+export function beamSearch(model, sourceTokens, maxNewTokens, beamSize = 4, lengthPenalty = 0,
+  prefix = []) {
   const { start_id, end_id } = model.meta;
   const { memory } = encode(model, sourceTokens);
+  const first = { tokens: [start_id], score: 0, finished: false, length: 0,
+    caches: newCaches(model) };
+  for (const token of prefix.slice(0, maxNewTokens)) {
+    if (first.finished) break;
+    const { logProbs } = nextLogProbs(model, memory, first.tokens, first.caches);
+    first.score += logProbs[token];
+    first.tokens = [...first.tokens, token];
+    first.length++;
+    first.finished = token === end_id;
+  }
   // One live hypothesis at first, or step 1 would pick the best token beamSize times.
-  let beams = Array.from({ length: beamSize }, (_, b) => ({
-    tokens: [start_id],
-    score: b === 0 ? 0 : -Infinity,
-    finished: false,
-    length: 0,
+  let beams = Array.from({ length: beamSize }, (_, b) => (b === 0 ? first : {
+    tokens: first.tokens,
+    score: -Infinity,
+    finished: first.finished,
+    length: first.length,
     caches: newCaches(model),
   }));
-  for (let step = 0; step < maxNewTokens; step++) {
+  if (first.finished) return first;
+  for (let step = first.length; step < maxNewTokens; step++) {
     // The beamSize best of every hypothesis extended by every token, best first; a tie keeps
     // the earlier (hypothesis, token), as a stable sort of all of them would.
     const best = [];
@@ -227,6 +273,11 @@ export function inspect(model, sourceTokens, tokens) {
       "encoder self-attention": encoded.scores,
       "decoder self-attention": decoded.selfScores,
       "decoder cross-attention": decoded.crossScores,
+    },
+    values: { // [layer]: {V, merged, output}, the value side of each attention
+      "encoder self-attention": encoded.values,
+      "decoder self-attention": decoded.selfValues,
+      "decoder cross-attention": decoded.crossValues,
     },
   };
 }
