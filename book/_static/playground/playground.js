@@ -14,6 +14,7 @@ const PAUSE_MS = 300; // typing: the model runs once the reader pauses this long
 const KINDS = ["encoder self-attention", "decoder self-attention", "decoder cross-attention"];
 const KIND_NAMES = ["encoder", "decoder", "cross"]; // the attention map, as the hash names it
 let pending = null; // a state read from the hash, applied once its task's model is loaded
+let pendingQuery = null; // a query to unfold once the map is drawn
 const worker = new ModelWorker();
 const models = {}; // task name -> the promise of its loaded model's {meta}
 const sizes = {}; // task name -> bytes downloaded when it is chosen (weights and JSON)
@@ -548,7 +549,8 @@ function saveState() {
     attn: KIND_NAMES[Number(element("pg-kind").value)],
     layer: element("pg-layer").value || null,
     head: element("pg-head").value || null,
-    query: element("pg-query").dataset.touched ? element("pg-query").value : null,
+    // a query the link asked for stays in it until the drill-down opens on it
+    query: element("pg-query").dataset.touched ? element("pg-query").value : pendingQuery,
   });
 }
 
@@ -565,7 +567,6 @@ function setIfValid(id, value) {
 const SAMPLING = { temperature: ["pg-temperature", "1"], top_k: ["pg-top-k", ""],
   top_p: ["pg-top-p", "1"], seed: ["pg-seed", "0"] };
 let pendingStep = null; // a step to open once the outputs are shown
-let pendingQuery = null; // a query to unfold once the map is drawn
 
 function applyState(loaded, state) {
   if (state.has("text")) element("pg-input").value = state.get("text");
