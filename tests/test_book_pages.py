@@ -212,26 +212,7 @@ def test_a_zero_on_a_log_scale_is_found():
     assert log_scale_values(spec) == [("x", 0.0), ("x", 1.0)]
 
 
-@pytest.mark.parametrize(
-    "chapter",
-    [
-        pytest.param(
-            chapter,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "chapter 16's ε-placement chart rounds the input RMS to 4 decimals, so 7 of its 29 inputs "
-                    "(1e-6 to 3.2e-5) are 0 on its log axis (Vega warns 'Log scale domain includes zero'): the "
-                    "fix is in the cell and needs chapter 16 re-executed"
-                ),
-            ),
-        )
-        if chapter.stem == "16_modern_decoder"
-        else chapter
-        for chapter in CHAPTERS
-    ],
-    ids=lambda path: path.stem,
-)
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_log_scales_plot_only_positive_values(chapter):
     bad = [
         (field, value)
