@@ -16,6 +16,9 @@ from transformer_book import (
     PoemVocabulary,
     Poet,
     acrostic_logits,
+    decode_loop,
+    decoder_only_scores,
+    draw_next,
     perplexity,
     poem_losses,
     poem_split,
@@ -443,3 +446,27 @@ def test_train_lm_evaluates_every_few_steps_without_changing_the_training():
         train_lm(
             GPT(GPTConfig(len(vocab), max_len=16, d_model=16, heads=2, layers=1)), vocab, poems, steps=2, eval_every=0
         )
+
+
+def test_a_prompt_longer_than_the_poet_is_refused_by_name():
+    poet = tiny_poet()  # max_len 64: <s> and at most 63 characters
+    assert len(poet.write("春" * 63, temperature=0)) == 63  # a full prompt: nothing to add
+    with pytest.raises(ValueError, match=r"prompt '春+' is 64 characters; the poet writes at most 63"):
+        poet.write("春" * 64)
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_the_decoder_only_scorer_decodes_the_same_with_and_without_the_cache(temperature):
+    poet = tiny_poet()
+    start = torch.tensor([[poet.vocab.boundary_id]] * 2)  # two sequences from <s>
+
+    def pick(scores, _):
+        generator = pick.generator
+        return draw_next(scores, temperature, top_p=0.9, generator=generator)
+
+    written = []
+    for caches in (poet.model.new_caches(), None):
+        pick.generator = torch.Generator().manual_seed(0)
+        scores = decoder_only_scores(poet.model, caches)
+        written.append(decode_loop(scores, start, 20, poet.vocab.boundary_id, pick))
+    assert written[0].shape[1] > 1 and torch.equal(*written)

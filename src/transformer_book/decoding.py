@@ -108,7 +108,6 @@ def _translate(
     """Encode once, then run the decoding loop from ``start_id``.
 
     source (batch, source) -> (batch, 1 + new)."""
-    check_positive(max_new_tokens=max_new_tokens)
     _check_source(source)
     memory = model.encode(source, source_mask)  # (batch, source, d_model), once
     caches = model.new_caches() if use_cache else None
@@ -285,6 +284,26 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def draw_next(
+    scores: torch.Tensor,
+    temperature: float,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The sampling rule: (batch, vocab) or (vocab,) scores -> the next token(s).
+
+    Temperature first, then the ``top_p`` nucleus, then the ``top_k`` best and the
+    draw (``sample_next_token``); ``temperature`` 0 is greedy.
+    """
+    if temperature == 0:
+        return sample_next_token(scores, 0, top_k, generator)  # the argmax
+    scaled = scores / temperature  # (..., vocab)
+    if top_p is not None:
+        scaled = top_p_filter(scaled, top_p)
+    return sample_next_token(scaled, 1.0, top_k, generator)
+
+
 @torch.no_grad()
 def sample_decode(
     model: Transformer,
@@ -308,13 +327,8 @@ def sample_decode(
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0; got temperature={temperature}")
 
-    def draw(log_probs: torch.Tensor, _) -> torch.Tensor:
-        if temperature == 0:
-            return log_probs.argmax(dim=-1)  # (batch,)
-        scaled = log_probs / temperature  # (batch, vocab)
-        if top_p is not None:
-            scaled = top_p_filter(scaled, top_p)
-        return sample_next_token(scaled, 1.0, top_k, generator)  # (batch,)
+    def draw(log_probs: torch.Tensor, _) -> torch.Tensor:  # (batch, vocab) -> (batch,)
+        return draw_next(log_probs, temperature, top_k, top_p, generator)
 
     return _translate(
         model,
@@ -354,6 +368,7 @@ __all__ = [
     "beam_search",
     "decode_loop",
     "decoder_only_scores",
+    "draw_next",
     "encoder_decoder_scores",
     "greedy_decode",
     "length_penalized",

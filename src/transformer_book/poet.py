@@ -15,8 +15,7 @@ import re
 import torch
 import torch.nn.functional as F
 
-from transformer_book.decoding import decode_loop, decoder_only_scores, top_p_filter
-from transformer_book.generator import sample_next_token
+from transformer_book.decoding import decode_loop, decoder_only_scores, draw_next
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
 from transformer_book.shipped import load_record, load_weights
@@ -231,10 +230,7 @@ class Poet:
                 logits[vocab.boundary_id] = float("-inf")  # not an empty poem
             if acrostic:
                 logits = acrostic_logits(logits, tokens[0, 1:].tolist(), prompt, vocab)
-            if temperature > 0:
-                logits = top_p_filter(logits / temperature, top_p)
-            greedy_or_drawn = 1.0 if temperature > 0 else 0
-            chosen = sample_next_token(logits, greedy_or_drawn, top_k, generator)
+            chosen = draw_next(logits, temperature, top_k, top_p, generator)
             return chosen.view(1).to(device)
 
         if room == 0:

@@ -250,7 +250,6 @@ def train_translator(
             )
         if on_epoch is not None:
             record |= on_epoch(epoch, translator)
-            model.train()
         history.append(record)
         if max_steps is not None and step >= max_steps:
             break
