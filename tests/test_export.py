@@ -130,7 +130,7 @@ def test_the_top_level_is_generated_and_refuses_a_name_twice(tmp_path):
     )
     init = export_package.render_modules(notebooks)["__init__.py"]
     assert "- ``first`` (chapter 1): First things\n- ``second`` (chapter 2): Second things\n" in init
-    assert "from transformer_book.first import (\n    SEED,\n)" in init and '"run",' in init
+    assert "from transformer_book.first import *\n" in init and "    + second.__all__\n" in init
     write_chapters(tmp_path, {"02_b.ipynb": ["#| export: second\nSEED = 1\n"]})
     try:
         export_package.render_modules(notebooks)

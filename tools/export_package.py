@@ -151,6 +151,11 @@ def render_init(modules: dict[str, list[Region]]) -> str:
                     f"{name!r} is exported by both {owners[name]}.py and {module}.py; "
                     "the package's top level holds each name once: rename one"
                 )
+            if name in modules:
+                raise SystemExit(
+                    f"{module}.py exports {name!r}, the name of a module: the top level "
+                    "would hold the one or the other; rename it"
+                )
             owners[name] = module
         chapters_of = sorted({region.notebook.name.split("_")[0] for region in regions})
         summary = docstring_summary(regions[0].body)
@@ -159,15 +164,18 @@ def render_init(modules: dict[str, list[Region]]) -> str:
             f"{', '.join(str(int(number)) for number in chapters_of)}): {summary}"
         )
         if names:
-            listed = "".join(f"    {name},\n" for name in sorted(names, key=imported_order))
-            imports.append(f"from {PACKAGE}.{module} import (\n{listed})")
-    every = "".join(f'    "{name}",\n' for name in sorted(owners, key=import_order))
+            imports.append(module)
+    stars = "".join(f"from {PACKAGE}.{module} import *\n" for module in sorted(imports))
+    every = "\n    + ".join(f"{module}.__all__" for module in imports)
     return (
         HEADER
         + INIT_DOCSTRING.format(modules="\n".join(lines))
         + VERSION
-        + "\n".join(sorted(imports))
-        + f"\n\n__all__ = [\n{every}]\n"
+        + f"from {PACKAGE} import (\n"
+        + "".join(f"    {module},\n" for module in sorted(imports))
+        + ")\n"
+        + stars
+        + f"\n__all__ = (\n    {every}\n)\n"
     )
 
 
@@ -182,11 +190,6 @@ def import_order(name: str) -> tuple[int, str]:
     """The order of ``__all__`` that ruff keeps: CONSTANTS, then Classes, then the rest, each by name."""
     kind = 0 if name.isupper() else 1 if name[:1].isupper() else 2
     return kind, name
-
-
-def imported_order(name: str) -> tuple[int, str]:
-    """The order of names in a ``from ... import (...)`` list, as ruff's isort keeps it (case folded)."""
-    return import_order(name)[0], name.lower()
 
 
 def render_modules(notebooks: list[Path]) -> dict[str, str]:

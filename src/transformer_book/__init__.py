@@ -46,488 +46,86 @@ try:
 except _metadata.PackageNotFoundError:  # imported from src/ without being installed
     __version__ = "0+unknown"
 
-from transformer_book.attention import (
-    check_dropout_module,
-    check_mask,
-    scaled_dot_product_attention,
+from transformer_book import (
+    attention,
+    batching,
+    decoder,
+    decoding,
+    distributed,
+    encoder,
+    feed_forward,
+    generator,
+    gpt,
+    masking,
+    model,
+    modern,
+    multihead,
+    normalization,
+    numerals,
+    parity,
+    poems,
+    poet,
+    positional,
+    shipped,
+    subwords,
+    tasks,
+    tatoeba,
+    training,
+    translation,
+    validation,
 )
-from transformer_book.batching import (
-    length_batches,
-    pad_rows,
-    padding_share,
-)
-from transformer_book.decoder import (
-    Decoder,
-    DecoderLayer,
-)
-from transformer_book.decoding import (
-    NextScores,
-    beam_search,
-    decode_loop,
-    decoder_only_scores,
-    draw_next,
-    encoder_decoder_scores,
-    greedy_decode,
-    length_penalized,
-    sample_decode,
-    sequence_log_prob,
-    top_p_filter,
-)
-from transformer_book.distributed import (
-    LAUNCH_SCRIPT,
-    NORMALISATIONS,
-    PRECISIONS,
-    TranslationLoss,
-    all_reduce_sum,
-    autocast_context,
-    batch_stream,
-    gradient_sync,
-    launch,
-    load_checkpoint,
-    micro_batch_index,
-    parameter_sum,
-    parse_arguments,
-    process_bytes,
-    save_checkpoint,
-    scaled_loss,
-    start_processes,
-    train_distributed,
-    train_steps,
-    world,
-    wrap_model,
-)
-from transformer_book.encoder import (
-    Encoder,
-    EncoderLayer,
-)
-from transformer_book.feed_forward import (
-    ACTIVATIONS,
-    ActivationFeedForward,
-    PositionwiseFeedForward,
-)
-from transformer_book.generator import (
-    Generator,
-    LabelSmoothingLoss,
-    OutputLayer,
-    sample_next_token,
-)
-from transformer_book.gpt import (
-    GPT,
-    GPTConfig,
-    GPTLayer,
-    causal_lm_loss,
-)
-from transformer_book.masking import (
-    padding_mask,
-    subsequent_mask,
-    target_mask,
-)
-from transformer_book.model import (
-    EmbeddingWithPositions,
-    Transformer,
-    make_model,
-    sequence_loss,
-    warmup_rate,
-)
-from transformer_book.modern import (
-    FEED_FORWARDS,
-    LAYOUTS,
-    NORMS,
-    POSITIONS,
-    SWEEPS,
-    GroupedQueryAttention,
-    ModernConfig,
-    ModernDecoder,
-    ModernLayer,
-    RMSNorm,
-    SwiGLU,
-    alibi_mask,
-    alibi_slopes,
-    apply_rotary,
-    rotary_table,
-    rotate_half,
-    sweep_record,
-    swiglu_hidden,
-)
-from transformer_book.multihead import (
-    MultiHeadAttention,
-    check_attention_mask,
-)
-from transformer_book.normalization import (
-    LayerNorm,
-    SublayerConnection,
-)
-from transformer_book.numerals import (
-    CHINESE_CHARACTERS,
-    CHINESE_DIGITS,
-    ENGLISH_WORDS,
-    LARGEST,
-    MAX_DIGITS,
-    NUMBERS_CONFIG,
-    NUMBERS_HELD_OUT_EVERY,
-    NUMBERS_TRAINING,
-    NUMBERS_WEIGHTS,
-    ONES,
-    TEENS,
-    TENS,
-    ZERO_CHANCE,
-    chinese_numeral,
-    english_words,
-    number_is_held_out,
-    numbers_task,
-    pretrained_numbers_model,
-    random_number,
-)
-from transformer_book.parity import (
-    HF_ACTIVATIONS,
-    check_kinds,
-    check_torch_layer,
-    check_torch_transformer,
-    copy_torch_feed_forward_and_norms,
-    gpt_from_hf,
-    hf_config,
-    hf_parameter_pairs,
-    llama_from_hf,
-    llama_parameter_pairs,
-    load_torch_attention,
-    load_torch_decoder_layer,
-    load_torch_encoder_layer,
-    load_torch_transformer,
-)
-from transformer_book.poems import (
-    HELD_OUT,
-    POEM,
-    POEM_SPLIT_SEED,
-    POEMS_FILE,
-    PoemVocabulary,
-    poem_split,
-    read_poems,
-    split_verses,
-    twin_poems,
-    verse_keys,
-)
-from transformer_book.poet import (
-    HISTORY_FILE,
-    POET_CONFIG,
-    POET_TRAINING,
-    POET_WEIGHTS,
-    VERSE,
-    Poet,
-    acrostic_logits,
-    perplexity,
-    poem_losses,
-    poet_history,
-    pretrained_poet,
-    regular_form,
-    train_lm,
-    train_poet,
-)
-from transformer_book.positional import (
-    Embeddings,
-    PositionalEncoding,
-    sinusoidal_table,
-)
-from transformer_book.shipped import (
-    FOLDERS,
-    load_record,
-    load_weights,
-    shipped_file,
-)
-from transformer_book.subwords import (
-    BYTE_OF,
-    BYTE_SYMBOLS,
-    END_OF_WORD,
-    MERGES_FILE,
-    SPACED_WORD,
-    WORD,
-    BytePairEncoding,
-    SubwordVocabulary,
-    byte_symbols,
-    chinese_vocabulary,
-    count_pairs,
-    english_vocabulary,
-    learn_bpe,
-    merge_pair,
-    pre_tokenize,
-    pre_tokenize_bytes,
-    read_merges,
-    text_from_bytes,
-    word_symbols,
-)
-from transformer_book.tasks import (
-    DATES_HELD_OUT_EVERY,
-    FIRST_DAY,
-    LAST_DAY,
-    MONTHS,
-    Task,
-    Vocabulary,
-    date_is_held_out,
-    date_source,
-    dates_task,
-)
-from transformer_book.tatoeba import (
-    ATTRIBUTION,
-    CONTRACTIONS,
-    SPLIT_SIZES,
-    TATOEBA_FILE,
-    TATOEBA_SPLIT_SEED,
-    SentencePair,
-    bare,
-    english_keys,
-    read_lines,
-    read_pairs,
-    tatoeba_split,
-    twin_groups,
-)
-from transformer_book.training import (
-    DATES_CONFIG,
-    DATES_TRAINING,
-    exact_match_accuracy,
-    paper_optimizer,
-    pretrained_dates_model,
-    train_model,
-    training_spread,
-    training_steps,
-)
-from transformer_book.translation import (
-    TRANSLATION_CONFIG,
-    TRANSLATION_TRAINING,
-    TRANSLATOR_WEIGHTS,
-    Translator,
-    average_checkpoints,
-    corpus_scores,
-    load_translator,
-    mean_token_loss,
-    pretrained_translator,
-    train_recipe,
-    train_translator,
-    translator_state,
-)
-from transformer_book.validation import (
-    check_dropout,
-    check_features,
-    check_positive,
-    check_positive_int,
-    check_positive_number,
-    check_tensor,
-    check_token_ids,
-    is_number,
-)
+from transformer_book.attention import *
+from transformer_book.batching import *
+from transformer_book.decoder import *
+from transformer_book.decoding import *
+from transformer_book.distributed import *
+from transformer_book.encoder import *
+from transformer_book.feed_forward import *
+from transformer_book.generator import *
+from transformer_book.gpt import *
+from transformer_book.masking import *
+from transformer_book.model import *
+from transformer_book.modern import *
+from transformer_book.multihead import *
+from transformer_book.normalization import *
+from transformer_book.numerals import *
+from transformer_book.parity import *
+from transformer_book.poems import *
+from transformer_book.poet import *
+from transformer_book.positional import *
+from transformer_book.shipped import *
+from transformer_book.subwords import *
+from transformer_book.tasks import *
+from transformer_book.tatoeba import *
+from transformer_book.training import *
+from transformer_book.translation import *
+from transformer_book.validation import *
 
-__all__ = [
-    "ACTIVATIONS",
-    "ATTRIBUTION",
-    "BYTE_OF",
-    "BYTE_SYMBOLS",
-    "CHINESE_CHARACTERS",
-    "CHINESE_DIGITS",
-    "CONTRACTIONS",
-    "DATES_CONFIG",
-    "DATES_HELD_OUT_EVERY",
-    "DATES_TRAINING",
-    "END_OF_WORD",
-    "ENGLISH_WORDS",
-    "FEED_FORWARDS",
-    "FIRST_DAY",
-    "FOLDERS",
-    "GPT",
-    "HELD_OUT",
-    "HF_ACTIVATIONS",
-    "HISTORY_FILE",
-    "LARGEST",
-    "LAST_DAY",
-    "LAUNCH_SCRIPT",
-    "LAYOUTS",
-    "MAX_DIGITS",
-    "MERGES_FILE",
-    "MONTHS",
-    "NORMALISATIONS",
-    "NORMS",
-    "NUMBERS_CONFIG",
-    "NUMBERS_HELD_OUT_EVERY",
-    "NUMBERS_TRAINING",
-    "NUMBERS_WEIGHTS",
-    "ONES",
-    "POEM",
-    "POEMS_FILE",
-    "POEM_SPLIT_SEED",
-    "POET_CONFIG",
-    "POET_TRAINING",
-    "POET_WEIGHTS",
-    "POSITIONS",
-    "PRECISIONS",
-    "SPACED_WORD",
-    "SPLIT_SIZES",
-    "SWEEPS",
-    "TATOEBA_FILE",
-    "TATOEBA_SPLIT_SEED",
-    "TEENS",
-    "TENS",
-    "TRANSLATION_CONFIG",
-    "TRANSLATION_TRAINING",
-    "TRANSLATOR_WEIGHTS",
-    "VERSE",
-    "WORD",
-    "ZERO_CHANCE",
-    "ActivationFeedForward",
-    "BytePairEncoding",
-    "Decoder",
-    "DecoderLayer",
-    "EmbeddingWithPositions",
-    "Embeddings",
-    "Encoder",
-    "EncoderLayer",
-    "GPTConfig",
-    "GPTLayer",
-    "Generator",
-    "GroupedQueryAttention",
-    "LabelSmoothingLoss",
-    "LayerNorm",
-    "ModernConfig",
-    "ModernDecoder",
-    "ModernLayer",
-    "MultiHeadAttention",
-    "NextScores",
-    "OutputLayer",
-    "PoemVocabulary",
-    "Poet",
-    "PositionalEncoding",
-    "PositionwiseFeedForward",
-    "RMSNorm",
-    "SentencePair",
-    "SublayerConnection",
-    "SubwordVocabulary",
-    "SwiGLU",
-    "Task",
-    "Transformer",
-    "TranslationLoss",
-    "Translator",
-    "Vocabulary",
-    "acrostic_logits",
-    "alibi_mask",
-    "alibi_slopes",
-    "all_reduce_sum",
-    "apply_rotary",
-    "autocast_context",
-    "average_checkpoints",
-    "bare",
-    "batch_stream",
-    "beam_search",
-    "byte_symbols",
-    "causal_lm_loss",
-    "check_attention_mask",
-    "check_dropout",
-    "check_dropout_module",
-    "check_features",
-    "check_kinds",
-    "check_mask",
-    "check_positive",
-    "check_positive_int",
-    "check_positive_number",
-    "check_tensor",
-    "check_token_ids",
-    "check_torch_layer",
-    "check_torch_transformer",
-    "chinese_numeral",
-    "chinese_vocabulary",
-    "copy_torch_feed_forward_and_norms",
-    "corpus_scores",
-    "count_pairs",
-    "date_is_held_out",
-    "date_source",
-    "dates_task",
-    "decode_loop",
-    "decoder_only_scores",
-    "draw_next",
-    "encoder_decoder_scores",
-    "english_keys",
-    "english_vocabulary",
-    "english_words",
-    "exact_match_accuracy",
-    "gpt_from_hf",
-    "gradient_sync",
-    "greedy_decode",
-    "hf_config",
-    "hf_parameter_pairs",
-    "is_number",
-    "launch",
-    "learn_bpe",
-    "length_batches",
-    "length_penalized",
-    "llama_from_hf",
-    "llama_parameter_pairs",
-    "load_checkpoint",
-    "load_record",
-    "load_torch_attention",
-    "load_torch_decoder_layer",
-    "load_torch_encoder_layer",
-    "load_torch_transformer",
-    "load_translator",
-    "load_weights",
-    "make_model",
-    "mean_token_loss",
-    "merge_pair",
-    "micro_batch_index",
-    "number_is_held_out",
-    "numbers_task",
-    "pad_rows",
-    "padding_mask",
-    "padding_share",
-    "paper_optimizer",
-    "parameter_sum",
-    "parse_arguments",
-    "perplexity",
-    "poem_losses",
-    "poem_split",
-    "poet_history",
-    "pre_tokenize",
-    "pre_tokenize_bytes",
-    "pretrained_dates_model",
-    "pretrained_numbers_model",
-    "pretrained_poet",
-    "pretrained_translator",
-    "process_bytes",
-    "random_number",
-    "read_lines",
-    "read_merges",
-    "read_pairs",
-    "read_poems",
-    "regular_form",
-    "rotary_table",
-    "rotate_half",
-    "sample_decode",
-    "sample_next_token",
-    "save_checkpoint",
-    "scaled_dot_product_attention",
-    "scaled_loss",
-    "sequence_log_prob",
-    "sequence_loss",
-    "shipped_file",
-    "sinusoidal_table",
-    "split_verses",
-    "start_processes",
-    "subsequent_mask",
-    "sweep_record",
-    "swiglu_hidden",
-    "target_mask",
-    "tatoeba_split",
-    "text_from_bytes",
-    "top_p_filter",
-    "train_distributed",
-    "train_lm",
-    "train_model",
-    "train_poet",
-    "train_recipe",
-    "train_steps",
-    "train_translator",
-    "training_spread",
-    "training_steps",
-    "translator_state",
-    "twin_groups",
-    "twin_poems",
-    "verse_keys",
-    "warmup_rate",
-    "word_symbols",
-    "world",
-    "wrap_model",
-]
+__all__ = (
+    positional.__all__
+    + validation.__all__
+    + attention.__all__
+    + multihead.__all__
+    + parity.__all__
+    + normalization.__all__
+    + feed_forward.__all__
+    + encoder.__all__
+    + masking.__all__
+    + decoder.__all__
+    + generator.__all__
+    + model.__all__
+    + tasks.__all__
+    + shipped.__all__
+    + training.__all__
+    + decoding.__all__
+    + numerals.__all__
+    + tatoeba.__all__
+    + subwords.__all__
+    + batching.__all__
+    + translation.__all__
+    + poems.__all__
+    + gpt.__all__
+    + poet.__all__
+    + modern.__all__
+    + distributed.__all__
+)
