@@ -24,8 +24,8 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``generator`` (chapter 8): The final linear layer and softmax, sampling, and label smoothing
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
-- ``shipped`` (chapter 9): The files the package ships
 - ``training`` (chapter 9): Training
+- ``shipped`` (chapters 9, 13): The files the package ships
 - ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
@@ -115,8 +115,8 @@ __all__ = (
     + generator.__all__
     + model.__all__
     + tasks.__all__
-    + shipped.__all__
     + training.__all__
+    + shipped.__all__
     + decoding.__all__
     + numerals.__all__
     + tatoeba.__all__

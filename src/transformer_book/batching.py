@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/13_tokens_from_text.ipynb, cell 81
+# %% book/13_tokens_from_text.ipynb, cell 82
 """Batches of real sentences: grouped by length under a token budget (chapter 13)."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def length_batches(
     return batches
 
 
-# %% book/13_tokens_from_text.ipynb, cell 82
+# %% book/13_tokens_from_text.ipynb, cell 83
 def padding_share(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:
     """The fraction of a padded batch's slots that are padding, over all batches."""
     real = sum(lengths[index] for batch in batches for index in batch)
@@ -61,7 +61,7 @@ def padding_share(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> f
     return 1.0 - real / padded
 
 
-# %% book/13_tokens_from_text.ipynb, cell 83
+# %% book/13_tokens_from_text.ipynb, cell 84
 def pad_rows(
     rows: Sequence[Sequence[int]], pad_id: int = 0, device="cpu"
 ) -> torch.Tensor:

@@ -164,6 +164,89 @@ def length_penalized(
 
 
 # %% book/10_decoding.ipynb, cell 39
+def reorder_caches(caches: list[dict], rows: torch.Tensor) -> None:
+    """Make row j of every growing key/value cache the old row ``rows[j]``, in place.
+
+    Beam search moves hypotheses between rows; their caches must follow. A cache
+    marked ``"static"`` (cross-attention: the same for every hypothesis of a source)
+    stays as it is; the self-attention caches of an encoder-decoder layer are nested
+    under ``"self"``.
+    """
+    for cache in caches:
+        if "self" in cache:
+            reorder_caches([cache["self"]], rows)
+        elif "key" in cache and not cache.get("static"):
+            cache["key"], cache["value"] = cache["key"][rows], cache["value"][rows]
+
+
+def beam_loop(
+    next_scores: NextScores,
+    tokens: torch.Tensor,
+    max_new_tokens: int,
+    beam_size: int,
+    end_id: int | None,
+    caches: list[dict] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Keep the ``beam_size`` best prefixes of every sequence at every step.
+
+    Every model of the book beam-searches with this loop. ``tokens`` (batch * beam,
+    t) holds each sequence's prefix ``beam_size`` times; ``next_scores`` gives
+    log-probabilities (batch * beam, vocab). Returns the hypotheses (batch * beam,
+    t + new), their total log-probabilities and their lengths up to the end (batch,
+    beam). A hypothesis that has emitted ``end_id`` keeps its score, padded with it.
+    """
+    check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
+    batch, device = tokens.size(0) // beam_size, tokens.device
+    scores = torch.full((batch, beam_size), float("-inf"), device=device)
+    # One live hypothesis at first, or step 1 would pick the best token beam_size times.
+    scores[:, 0] = 0.0  # (batch, beam)
+    finished = torch.zeros(batch, beam_size, dtype=torch.bool, device=device)
+    lengths = torch.zeros(batch, beam_size, device=device)  # tokens up to the end
+    # (batch, 1)
+    first_row = torch.arange(batch, device=device).unsqueeze(1) * beam_size
+    for _ in range(max_new_tokens):
+        log_probs = next_scores(tokens)  # (batch * beam, vocab)
+        vocab = log_probs.size(-1)
+        log_probs = log_probs.view(batch, beam_size, vocab)
+        if end_id is not None:  # a finished hypothesis may only add end_id, at no cost
+            only_end = torch.full((vocab,), float("-inf"), device=device)
+            only_end[end_id] = 0.0
+            log_probs = torch.where(finished.unsqueeze(-1), only_end, log_probs)
+        candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
+        # (batch, beam)
+        scores, best = candidates.view(batch, -1).topk(beam_size, dim=-1)
+        origin, next_token = best // vocab, best % vocab  # source beam, new token
+        rows = (first_row + origin).view(-1)  # (batch * beam,): the rows kept
+        tokens = torch.cat([tokens[rows], next_token.view(-1, 1)], dim=1)
+        if caches is not None:  # the caches follow their hypotheses
+            reorder_caches(caches, rows)
+        was_finished = finished.gather(1, origin)  # (batch, beam)
+        lengths = lengths.gather(1, origin) + (~was_finished).float()
+        if end_id is not None:
+            finished = was_finished | (next_token == end_id)
+            if bool(finished.all()):
+                break
+    return tokens, scores, lengths
+
+
+def best_hypotheses(
+    tokens: torch.Tensor,
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    length_penalty: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The best of each sequence's beam: (batch, t) tokens and their scores (batch,).
+
+    The best maximises ``length_penalized(score, length, length_penalty)`` (0: ranks
+    by score); ``beam_loop``'s output in.
+    """
+    batch, beam_size = scores.shape
+    ranking = length_penalized(scores, lengths, length_penalty)  # (batch, beam)
+    pick = ranking.argmax(dim=-1)  # (batch,)
+    rows = torch.arange(batch, device=scores.device) * beam_size + pick  # (batch,)
+    return tokens[rows], scores.gather(1, pick.unsqueeze(1)).squeeze(1)
+
+
 @torch.no_grad()
 def beam_search(
     model: Transformer,
@@ -179,9 +262,8 @@ def beam_search(
     """Keep the ``beam_size`` most probable prefixes at every step; return the best.
 
     source (batch, source) -> tokens (batch, 1 + generated) and their total
-    log-probabilities (batch,). A hypothesis that has emitted ``end_id`` keeps its
-    score and is padded with ``end_id``. The best one maximises
-    ``length_penalized(score, length, length_penalty)`` (0: ranks by score).
+    log-probabilities (batch,), ``beam_loop`` over an encoder-decoder: the memory and
+    the source mask repeated once per hypothesis.
     """
     check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
     _check_source(source)
@@ -197,43 +279,10 @@ def beam_search(
     tokens = torch.full(
         (batch * beam_size, 1), start_id, dtype=torch.long, device=device
     )
-    scores = torch.full((batch, beam_size), float("-inf"), device=device)
-    # One live hypothesis at first, or step 1 would pick the best token beam_size times.
-    scores[:, 0] = 0.0  # (batch, beam)
-    finished = torch.zeros(batch, beam_size, dtype=torch.bool, device=device)
-    lengths = torch.zeros(batch, beam_size, device=device)  # tokens up to the end
-    # (batch, 1)
-    first_row = torch.arange(batch, device=device).unsqueeze(1) * beam_size
     caches = model.new_caches() if use_cache else None
     next_scores = encoder_decoder_scores(model, memory, source_mask, caches)
-    for _ in range(max_new_tokens):
-        log_probs = next_scores(tokens)  # (batch * beam, vocab)
-        vocab = log_probs.size(-1)
-        log_probs = log_probs.view(batch, beam_size, vocab)
-        if end_id is not None:  # a finished hypothesis may only add end_id, at no cost
-            only_end = torch.full((vocab,), float("-inf"), device=device)
-            only_end[end_id] = 0.0
-            log_probs = torch.where(finished.unsqueeze(-1), only_end, log_probs)
-        candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
-        # (batch, beam)
-        scores, best = candidates.view(batch, -1).topk(beam_size, dim=-1)
-        origin, next_token = best // vocab, best % vocab  # source beam, new token
-        rows = (first_row + origin).view(-1)  # (batch * beam,): the rows kept
-        tokens = torch.cat([tokens[rows], next_token.view(-1, 1)], dim=1)
-        if caches is not None:  # the self-attention caches follow their hypotheses
-            for cache in caches:
-                cache["self"]["key"] = cache["self"]["key"][rows]
-                cache["self"]["value"] = cache["self"]["value"][rows]
-        was_finished = finished.gather(1, origin)  # (batch, beam)
-        lengths = lengths.gather(1, origin) + (~was_finished).float()
-        if end_id is not None:
-            finished = was_finished | (next_token == end_id)
-            if bool(finished.all()):
-                break
-    ranking = length_penalized(scores, lengths, length_penalty)  # (batch, beam)
-    pick = ranking.argmax(dim=-1)  # (batch,)
-    best_tokens = tokens[first_row.squeeze(1) + pick]  # (batch, 1 + generated)
-    return best_tokens, scores.gather(1, pick.unsqueeze(1)).squeeze(1)
+    found = beam_loop(next_scores, tokens, max_new_tokens, beam_size, end_id, caches)
+    return best_hypotheses(*found, length_penalty)
 
 
 # %% book/10_decoding.ipynb, cell 41
@@ -362,16 +411,47 @@ def decoder_only_scores(model, caches: list[dict] | None = None) -> NextScores:
     return next_scores
 
 
+@torch.no_grad()
+def decoder_only_beam_search(
+    model,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    beam_size: int = 4,
+    end_id: int | None = None,
+    length_penalty: float = 0.0,
+    use_cache: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chapter 10's ``beam_loop`` over a decoder-only model (chapters 15 and 16).
+
+    prompt (batch, t) -> the best continuation of each, (batch, t + generated), and
+    its total log-probability (batch,), ranked as ``beam_search`` ranks them.
+    """
+    check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
+    tokens = prompt.repeat_interleave(beam_size, dim=0)  # (batch * beam, t)
+    caches = model.new_caches() if use_cache else None
+    logits = decoder_only_scores(model, caches)
+
+    def next_scores(tokens: torch.Tensor) -> torch.Tensor:  # (batch * beam, t)
+        return logits(tokens).log_softmax(dim=-1)  # (batch * beam, vocab)
+
+    found = beam_loop(next_scores, tokens, max_new_tokens, beam_size, end_id, caches)
+    return best_hypotheses(*found, length_penalty)
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "NextScores",
+    "beam_loop",
     "beam_search",
+    "best_hypotheses",
     "decode_loop",
+    "decoder_only_beam_search",
     "decoder_only_scores",
     "draw_next",
     "encoder_decoder_scores",
     "greedy_decode",
     "length_penalized",
+    "reorder_caches",
     "sample_decode",
     "sequence_log_prob",
     "top_p_filter",

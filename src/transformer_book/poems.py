@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
+from transformer_book.shipped import read_lines
 from transformer_book.tasks import Vocabulary
-from transformer_book.tatoeba import read_lines
 
 POEMS_FILE = (
     "tang_poems.txt.xz"  # in transformer_book/data/, with its README and LICENSE

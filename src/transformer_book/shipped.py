@@ -42,10 +42,54 @@ def load_record(name: str) -> dict:
     return json.loads(shipped_file("weights", name).read_text(encoding="utf-8"))
 
 
+# %% book/09_full_transformer.ipynb, cell 52
+def training_spread(run: str, figure: str) -> tuple[float, float, int]:
+    """Look up the recorded spread of one figure of a chapter's training.
+
+    (lowest, highest, number of runs) of ``figure`` in the recorded spread of one of
+    the chapters' trainings (``run``: "dates", "ablations", "numbers" or "poems").
+
+    tools/measure_training_spread.py trained each as its chapter does, with five seeds,
+    on three CPU kernel paths, and recorded the figures in weights/training_spread.json.
+    """
+    record = load_record("training_spread.json")
+    runs = record["runs"]  # also recorded: the machine and the kernel paths
+    if run not in runs:
+        raise ValueError(f"run must be one of {sorted(runs)}; got run={run!r}")
+    figures = next(iter(runs[run].values()))
+    if figure not in figures:
+        raise ValueError(
+            f"figure must be one of {sorted(figures)}; got figure={figure!r}"
+        )
+    values = [recorded[figure] for recorded in runs[run].values()]
+    return min(values), max(values), len(values)
+
+
+# %% book/13_tokens_from_text.ipynb, cell 10
+import lzma
+from pathlib import Path
+
+
+def read_lines(path: str | Path | None, shipped: str) -> tuple[str, list[str]]:
+    """The name and the lines of an xz-compressed UTF-8 file (default: the package's
+    data file ``shipped``)."""
+    if path is None:
+        name, raw = shipped, shipped_file("data", shipped).read_bytes()
+    else:
+        name, raw = Path(path).name, Path(path).read_bytes()
+    try:
+        text = lzma.decompress(raw).decode("utf-8")
+    except (lzma.LZMAError, UnicodeDecodeError) as error:
+        raise ValueError(f"{name} is not xz-compressed UTF-8 text ({error})") from None
+    return name, text.splitlines()
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "FOLDERS",
     "load_record",
     "load_weights",
+    "read_lines",
     "shipped_file",
+    "training_spread",
 ]

@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/13_tokens_from_text.ipynb, cell 19
+# %% book/13_tokens_from_text.ipynb, cell 20
 """Subword tokens: byte-pair encoding from scratch for English, characters for
 Chinese, and vocabularies with an unknown token (chapter 13)."""
 
@@ -37,7 +37,7 @@ def word_symbols(word: str) -> tuple[str, ...]:
     return (*word[:-1], word[-1] + END_OF_WORD)
 
 
-# %% book/13_tokens_from_text.ipynb, cell 26
+# %% book/13_tokens_from_text.ipynb, cell 27
 def count_pairs(words: Counter) -> Counter:
     """How often each pair of adjacent symbols occurs, over words and their counts."""
     pairs = Counter()
@@ -60,7 +60,7 @@ def merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ..
     return tuple(merged)
 
 
-# %% book/13_tokens_from_text.ipynb, cell 31
+# %% book/13_tokens_from_text.ipynb, cell 32
 def learn_bpe(
     sentences: Iterable[str],
     num_merges: int,
@@ -87,7 +87,7 @@ def learn_bpe(
     return merges
 
 
-# %% book/13_tokens_from_text.ipynb, cell 42
+# %% book/13_tokens_from_text.ipynb, cell 43
 class BytePairEncoding:
     """English text -> subword tokens, with merges learned by ``learn_bpe``.
 
@@ -127,7 +127,7 @@ class BytePairEncoding:
         return [token for w in self.split(sentence) for token in self.encode_word(w)]
 
 
-# %% book/13_tokens_from_text.ipynb, cell 44
+# %% book/13_tokens_from_text.ipynb, cell 45
 MERGES_FILE = "tatoeba_en_merges.txt"  # in transformer_book/data/
 
 
@@ -154,7 +154,7 @@ def read_merges(path: str | Path | None = None) -> list[tuple[str, str]]:
     return merges
 
 
-# %% book/13_tokens_from_text.ipynb, cell 49
+# %% book/13_tokens_from_text.ipynb, cell 50
 class SubwordVocabulary(Vocabulary):
     """Tokens <-> ids: "<pad>" 0, "<s>" 1, "</s>" 2, "<unk>" 3, then the tokens.
 
@@ -179,7 +179,7 @@ def english_vocabulary(
     return SubwordVocabulary(dict.fromkeys(alphabet + merged))
 
 
-# %% book/13_tokens_from_text.ipynb, cell 61
+# %% book/13_tokens_from_text.ipynb, cell 62
 def _byte_table() -> tuple[str, ...]:
     """GPT-2's printable stand-in for each of the 256 bytes (index = byte)."""
     printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
@@ -221,7 +221,7 @@ def text_from_bytes(tokens: Iterable[str]) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-# %% book/13_tokens_from_text.ipynb, cell 73
+# %% book/13_tokens_from_text.ipynb, cell 74
 def chinese_vocabulary(sentences: Iterable[str]) -> SubwordVocabulary:
     """Every character of the sentences, the most frequent first."""
     counts = Counter(character for sentence in sentences for character in sentence)

@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/13_tokens_from_text.ipynb, cell 10
+# %% book/13_tokens_from_text.ipynb, cell 11
 """Real sentences: the Tatoeba English-Chinese pairs shipped with the package, and
 their fixed split into train, dev and test (chapter 13)."""
 
@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-import lzma
 import random
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_book.shipped import shipped_file
+from transformer_book.shipped import read_lines
 
 TATOEBA_FILE = "tatoeba_cmn.tsv.xz"  # in transformer_book/data/, with its README
 ATTRIBUTION = "CC-BY 2.0 (France) Attribution: tatoeba.org #"
@@ -30,20 +29,6 @@ class SentencePair:
     english: str
     chinese: str
     attribution: str  # both sentences' Tatoeba ids and contributors
-
-
-def read_lines(path: str | Path | None, shipped: str) -> tuple[str, list[str]]:
-    """The name and the lines of an xz-compressed UTF-8 file (default: the package's
-    data file ``shipped``)."""
-    if path is None:
-        name, raw = shipped, shipped_file("data", shipped).read_bytes()
-    else:
-        name, raw = Path(path).name, Path(path).read_bytes()
-    try:
-        text = lzma.decompress(raw).decode("utf-8")
-    except (lzma.LZMAError, UnicodeDecodeError) as error:
-        raise ValueError(f"{name} is not xz-compressed UTF-8 text ({error})") from None
-    return name, text.splitlines()
 
 
 def read_pairs(path: str | Path | None = None) -> list[SentencePair]:
@@ -69,7 +54,7 @@ def read_pairs(path: str | Path | None = None) -> list[SentencePair]:
     return pairs
 
 
-# %% book/13_tokens_from_text.ipynb, cell 15
+# %% book/13_tokens_from_text.ipynb, cell 16
 @functools.cache
 def _translations() -> dict[str, tuple[str, ...]]:
     """English sentence -> its Chinese translations, in the file's order."""
@@ -200,7 +185,6 @@ __all__ = [
     "SentencePair",
     "bare",
     "english_keys",
-    "read_lines",
     "read_pairs",
     "tatoeba_split",
     "twin_groups",
