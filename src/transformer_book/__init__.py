@@ -21,11 +21,12 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``encoder`` (chapter 5): The encoder layer and the encoder stack
 - ``masking`` (chapter 6): Padding and look-ahead masks
 - ``decoder`` (chapter 7): The decoder layer and the decoder stack
-- ``generator`` (chapter 8): The final linear layer and softmax, sampling, and label smoothing
+- ``generator`` (chapters 8, 10): The final linear layer and softmax, sampling, and label smoothing
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
 - ``training`` (chapter 9): Training
 - ``shipped`` (chapters 9, 13): The files the package ships
+- ``evaluation`` (chapters 9, 10, 14, 15): Evaluation
 - ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
@@ -53,6 +54,7 @@ from transformer_book import (
     decoding,
     distributed,
     encoder,
+    evaluation,
     feed_forward,
     generator,
     gpt,
@@ -80,6 +82,7 @@ from transformer_book.decoder import *
 from transformer_book.decoding import *
 from transformer_book.distributed import *
 from transformer_book.encoder import *
+from transformer_book.evaluation import *
 from transformer_book.feed_forward import *
 from transformer_book.generator import *
 from transformer_book.gpt import *
@@ -117,6 +120,7 @@ __all__ = (
     + tasks.__all__
     + training.__all__
     + shipped.__all__
+    + evaluation.__all__
     + decoding.__all__
     + numerals.__all__
     + tatoeba.__all__

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from transformer_book.generator import sample_next_token
+from transformer_book.generator import draw_next
 from transformer_book.masking import subsequent_mask
 from transformer_book.validation import check_positive, check_tensor
 
@@ -285,74 +285,7 @@ def beam_search(
     return best_hypotheses(*found, length_penalty)
 
 
-# %% book/10_decoding.ipynb, cell 41
-@torch.no_grad()
-def sequence_log_prob(
-    model: Transformer,
-    source: torch.Tensor,
-    source_mask: torch.Tensor | None,
-    tokens: torch.Tensor,
-    end_id: int | None = None,
-) -> torch.Tensor:
-    """Score each sequence's total log-probability in one teacher-forced pass.
-
-    Total log-probability of tokens[:, 1:] by one plain teacher-forced pass,
-    (batch,).
-
-    Tokens after the first ``end_id`` are not counted (decoders pad with it).
-    """
-    decoder_input, following = tokens[:, :-1], tokens[:, 1:]  # (batch, t) each
-    memory = model.encode(source, source_mask)  # (batch, source, d_model)
-    look_ahead = subsequent_mask(decoder_input.size(1), tokens.device)
-    hidden = model.decode(memory, source_mask, decoder_input, look_ahead)
-    log_probs = model.generator(hidden)  # (batch, t, vocab)
-    log_probs = log_probs.gather(-1, following.unsqueeze(-1)).squeeze(-1)  # (batch, t)
-    if end_id is not None:
-        is_end = (following == end_id).long()  # (batch, t)
-        after_end = (is_end.cumsum(dim=1) - is_end) > 0  # an end came strictly earlier
-        log_probs = log_probs.masked_fill(after_end, 0.0)
-    return log_probs.sum(dim=1)  # (batch,)
-
-
-# %% book/10_decoding.ipynb, cell 53
-def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """(..., vocab) logits with -inf outside the nucleus (Holtzman et al., 2020).
-
-    The nucleus is the smallest set of most probable tokens whose probabilities sum
-    to at least ``top_p``; the most probable token is always in it.
-    """
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p}")
-    if top_p == 1.0:  # every token: a float32 running sum may reach 1 before the tail
-        return logits.clone()
-    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
-    probabilities = sorted_logits.softmax(dim=-1)
-    mass_before = probabilities.cumsum(dim=-1) - probabilities  # of the likelier ones
-    drop_sorted = mass_before >= top_p  # the nucleus is complete without this token
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def draw_next(
-    scores: torch.Tensor,
-    temperature: float,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """The sampling rule: (batch, vocab) or (vocab,) scores -> the next token(s).
-
-    Temperature first, then the ``top_p`` nucleus, then the ``top_k`` best and the
-    draw (``sample_next_token``); ``temperature`` 0 is greedy.
-    """
-    if temperature == 0:
-        return sample_next_token(scores, 0, top_k, generator)  # the argmax
-    scaled = scores / temperature  # (..., vocab)
-    if top_p is not None:
-        scaled = top_p_filter(scaled, top_p)
-    return sample_next_token(scaled, 1.0, top_k, generator)
-
-
+# %% book/10_decoding.ipynb, cell 54
 @torch.no_grad()
 def sample_decode(
     model: Transformer,
@@ -391,7 +324,7 @@ def sample_decode(
     )
 
 
-# %% book/15_writing_poems.ipynb, cell 42
+# %% book/15_writing_poems.ipynb, cell 43
 def decoder_only_scores(model, caches: list[dict] | None = None) -> NextScores:
     """The next-token logits of a decoder-only model (chapters 15 and 16).
 
@@ -447,12 +380,9 @@ __all__ = [
     "decode_loop",
     "decoder_only_beam_search",
     "decoder_only_scores",
-    "draw_next",
     "encoder_decoder_scores",
     "greedy_decode",
     "length_penalized",
     "reorder_caches",
     "sample_decode",
-    "sequence_log_prob",
-    "top_p_filter",
 ]

@@ -7,8 +7,9 @@
 
 ``OutputLayer`` (The Annotated Transformer's ``Generator``) maps decoder outputs to
 log-probabilities over the vocabulary; ``sample_next_token`` chooses a token from them
-(greedy, temperature, top-k); ``LabelSmoothingLoss`` is the paper's training loss, KL
-divergence to a smoothed target distribution.
+(greedy, temperature, top-k; chapter 10 adds the nucleus and ``draw_next``, the
+sampling rule every decoder uses); ``LabelSmoothingLoss`` is the paper's training
+loss, KL divergence to a smoothed target distribution.
 """
 
 from __future__ import annotations
@@ -160,10 +161,51 @@ class LabelSmoothingLoss(nn.Module):
         return per_position[real].sum() / real.sum().clamp(min=1)
 
 
+# %% book/10_decoding.ipynb, cell 53
+def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(..., vocab) logits with -inf outside the nucleus (Holtzman et al., 2020).
+
+    The nucleus is the smallest set of most probable tokens whose probabilities sum
+    to at least ``top_p``; the most probable token is always in it.
+    """
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p}")
+    if top_p == 1.0:  # every token: a float32 running sum may reach 1 before the tail
+        return logits.clone()
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
+    probabilities = sorted_logits.softmax(dim=-1)
+    mass_before = probabilities.cumsum(dim=-1) - probabilities  # of the likelier ones
+    drop_sorted = mass_before >= top_p  # the nucleus is complete without this token
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def draw_next(
+    scores: torch.Tensor,
+    temperature: float,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The sampling rule: (batch, vocab) or (vocab,) scores -> the next token(s).
+
+    Temperature first, then the ``top_p`` nucleus, then the ``top_k`` best and the
+    draw (``sample_next_token``); ``temperature`` 0 is greedy.
+    """
+    if temperature == 0:
+        return sample_next_token(scores, 0, top_k, generator)  # the argmax
+    scaled = scores / temperature  # (..., vocab)
+    if top_p is not None:
+        scaled = top_p_filter(scaled, top_p)
+    return sample_next_token(scaled, 1.0, top_k, generator)
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "Generator",
     "LabelSmoothingLoss",
     "OutputLayer",
+    "draw_next",
     "sample_next_token",
+    "top_p_filter",
 ]

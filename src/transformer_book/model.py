@@ -295,42 +295,7 @@ def train_model(
     return model.eval(), history
 
 
-@torch.no_grad()
-def exact_match_accuracy(
-    model: Transformer, task: Task, pairs, device="cpu", batch_size: int = 500
-) -> float:
-    """Fraction of ``pairs`` whose every target token is the argmax, teacher-forced.
-
-    That is exactly the fraction greedy decoding gets right (chapter 9 proves it),
-    without decoding: one forward pass per batch.
-    """
-    was_training = model.training
-    model.eval()
-    pad_id = task.target_vocab.pad_id
-    right = 0
-    for first in range(0, len(pairs), batch_size):
-        source, target = task.batch(pairs[first : first + batch_size], device)
-        # (batch, target + 1) each
-        decoder_input, labels = (
-            target[:, :-1],
-            target[:, 1:],
-        )
-        # (batch, target + 1, d_model)
-        hidden = model(
-            source,
-            decoder_input,
-            padding_mask(source, task.source_vocab.pad_id),
-            target_mask(decoder_input, pad_id),
-        )
-        predicted = model.generator(hidden).argmax(dim=-1)  # (batch, target + 1)
-        # positions after </s> do not count
-        correct = (predicted == labels) | (labels == pad_id)
-        right += int(correct.all(dim=1).sum().item())
-    model.train(was_training)
-    return right / len(pairs)
-
-
-# %% book/09_full_transformer.ipynb, cell 58
+# %% book/09_full_transformer.ipynb, cell 59
 from transformer_book.shipped import load_weights
 
 
@@ -352,7 +317,6 @@ __all__ = [
     "DATES_TRAINING",
     "EmbeddingWithPositions",
     "Transformer",
-    "exact_match_accuracy",
     "make_model",
     "pretrained_dates_model",
     "sequence_loss",

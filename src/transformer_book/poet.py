@@ -8,14 +8,13 @@ and a Poet that samples with temperature, top-k and top-p and the key/value cach
 
 from __future__ import annotations
 
-import math
 import random
 import re
 
 import torch
-import torch.nn.functional as F
 
-from transformer_book.decoding import decode_loop, decoder_only_scores, draw_next
+from transformer_book.decoding import decode_loop, decoder_only_scores
+from transformer_book.generator import draw_next
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
 from transformer_book.shipped import load_record, load_weights
@@ -74,60 +73,7 @@ def train_lm(
     return losses
 
 
-@torch.no_grad()
-def poem_losses(model, vocab, poems, batch_size=25, device=None):
-    """Score every poem, teacher-forced: (sums, counts), two tensors of shape (poems,).
-
-    ``sums[i]``: the cross-entropy of every predicted token of poem i (each character
-    and the closing <s>) added up, in float64 on the CPU; ``counts[i]``: how many
-    tokens that is. The mean loss, or the perplexity, of any subset of the poems
-    follows from them without running the model again. Poems of one length are
-    batched together, so that little padding is computed."""
-    model.eval()
-    sums = torch.zeros(len(poems), dtype=torch.float64)
-    counts = torch.zeros(len(poems), dtype=torch.long)
-    order = sorted(range(len(poems)), key=lambda i: len(poems[i]))
-    for start in range(0, len(poems), batch_size):
-        chosen = order[start : start + batch_size]
-        batch = vocab.batch([poems[i] for i in chosen], device)  # (batch, seq)
-        logits = model(batch)[:, :-1]  # (batch, seq - 1, vocab): predicts the next
-        targets = batch[:, 1:]  # (batch, seq - 1)
-        losses = F.cross_entropy(
-            logits.reshape(-1, logits.size(-1)),
-            targets.reshape(-1),
-            ignore_index=vocab.pad_id,
-            reduction="none",
-        ).view(targets.shape)  # (batch, seq - 1), 0 at padding
-        sums[chosen] = losses.sum(dim=1).cpu().double()  # float64 on the CPU only
-        counts[chosen] = (targets != vocab.pad_id).sum(dim=1).cpu()
-    return sums, counts
-
-
-@torch.no_grad()
-def perplexity(model, vocab, poems, batch_size=100, device=None) -> float:
-    """Compute the teacher-forced perplexity of the model on the poems.
-
-    exp of the mean cross-entropy per predicted token (every character and the
-    closing <s>) over the poems, teacher-forced."""
-    model.eval()
-    total, count = 0.0, 0
-    for start in range(0, len(poems), batch_size):
-        batch = vocab.batch(poems[start : start + batch_size], device)
-        with torch.no_grad():  # scoring only: no graph for backward
-            logits = model(batch)
-        targets = batch[:, 1:]
-        losses = F.cross_entropy(
-            logits[:, :-1].transpose(1, 2),
-            targets,
-            ignore_index=vocab.pad_id,
-            reduction="sum",
-        )
-        total += losses.item()
-        count += int((targets != vocab.pad_id).sum())
-    return math.exp(total / count)
-
-
-# %% book/15_writing_poems.ipynb, cell 30
+# %% book/15_writing_poems.ipynb, cell 31
 VERSE = re.compile(r"[^，。？]*[，。？]|[^，。？]+$")
 
 
@@ -143,7 +89,7 @@ def regular_form(poem: str) -> bool:
     )
 
 
-# %% book/15_writing_poems.ipynb, cell 43
+# %% book/15_writing_poems.ipynb, cell 44
 def acrostic_logits(logits, written, heads, vocab):
     """Edit one step's logits (vocab,) so that the verses open with ``heads``, in order.
 
@@ -163,7 +109,7 @@ def acrostic_logits(logits, written, heads, vocab):
     return logits
 
 
-# %% book/15_writing_poems.ipynb, cell 44
+# %% book/15_writing_poems.ipynb, cell 45
 class Poet:
     """A GPT with its character vocabulary, that writes poems."""
 
@@ -245,7 +191,7 @@ class Poet:
         return vocab.decode(written)
 
 
-# %% book/15_writing_poems.ipynb, cell 49
+# %% book/15_writing_poems.ipynb, cell 50
 POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocabulary
 POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
 POET_WEIGHTS = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py
@@ -301,8 +247,6 @@ __all__ = [
     "VERSE",
     "Poet",
     "acrostic_logits",
-    "perplexity",
-    "poem_losses",
     "poet_history",
     "pretrained_poet",
     "regular_form",

@@ -42,7 +42,7 @@ def load_record(name: str) -> dict:
     return json.loads(shipped_file("weights", name).read_text(encoding="utf-8"))
 
 
-# %% book/09_full_transformer.ipynb, cell 52
+# %% book/09_full_transformer.ipynb, cell 53
 def training_spread(run: str, figure: str) -> tuple[float, float, int]:
     """Look up the recorded spread of one figure of a chapter's training.
 

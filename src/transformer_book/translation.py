@@ -268,35 +268,7 @@ def average_checkpoints(checkpoints: Sequence[dict]) -> dict:
     }
 
 
-@torch.no_grad()
-def mean_token_loss(
-    translator: Translator,
-    pairs: Sequence[tuple[str, list[str]]],
-    max_tokens: int = 4000,
-) -> float:
-    """Compute the mean cross-entropy per target token over ``pairs``.
-
-    Cross-entropy per target token, teacher-forced and without smoothing, over
-    every translation in ``pairs`` (exp of it is the perplexity)."""
-    examples = translator.examples(pairs)
-    lengths = [max(len(source), len(target)) for source, target in examples]
-    pad_id = translator.target_vocab.pad_id
-    model = translator.model
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    loss_fn = torch.nn.NLLLoss(ignore_index=pad_id, reduction="sum")
-    total, count = 0.0, 0
-    for batch in length_batches(lengths, max_tokens, seed=None):
-        source = pad_rows([examples[i][0] for i in batch], pad_id, device)
-        target = pad_rows([examples[i][1] for i in batch], pad_id, device)
-        total += sequence_loss(model, source, target, pad_id, loss_fn).item()
-        count += int((target[:, 1:] != pad_id).sum())
-    model.train(was_training)
-    return total / count
-
-
-# %% book/14_translating.ipynb, cell 28
+# %% book/14_translating.ipynb, cell 29
 def corpus_scores(
     hypotheses: Sequence[str], references: Sequence[Sequence[str]]
 ) -> dict[str, float]:
@@ -323,7 +295,7 @@ def corpus_scores(
     }
 
 
-# %% book/14_translating.ipynb, cell 32
+# %% book/14_translating.ipynb, cell 33
 TRANSLATOR_WEIGHTS = "tatoeba_en_zh.pt"  # in transformer_book/weights/
 
 
@@ -369,7 +341,7 @@ def pretrained_translator(device="cpu") -> tuple[Translator, list[dict]]:
     return load_translator(saved, device), saved["history"]
 
 
-# %% book/14_translating.ipynb, cell 33
+# %% book/14_translating.ipynb, cell 34
 def train_recipe(
     pairs: Sequence[tuple[str, list[str]]],
     merges: Sequence[tuple[str, str]],
@@ -415,7 +387,6 @@ __all__ = [
     "average_checkpoints",
     "corpus_scores",
     "load_translator",
-    "mean_token_loss",
     "pretrained_translator",
     "train_recipe",
     "train_translator",
