@@ -89,7 +89,6 @@ def sequence_log_prob(
 # %% book/14_translating.ipynb, cell 25
 from collections.abc import Sequence
 
-from transformer_book.batching import length_batches, pad_rows
 from transformer_book.model import sequence_loss
 
 if TYPE_CHECKING:
@@ -107,7 +106,6 @@ def mean_token_loss(
     Cross-entropy per target token, teacher-forced and without smoothing, over
     every translation in ``pairs`` (exp of it is the perplexity)."""
     examples = translator.examples(pairs)
-    lengths = [max(len(source), len(target)) for source, target in examples]
     pad_id = translator.target_vocab.pad_id
     model = translator.model
     was_training = model.training
@@ -115,9 +113,7 @@ def mean_token_loss(
     device = next(model.parameters()).device
     loss_fn = torch.nn.NLLLoss(ignore_index=pad_id, reduction="sum")
     total, count = 0.0, 0
-    for batch in length_batches(lengths, max_tokens, seed=None):
-        source = pad_rows([examples[i][0] for i in batch], pad_id, device)
-        target = pad_rows([examples[i][1] for i in batch], pad_id, device)
+    for source, target in translator.batches(examples, max_tokens, None, device):
         total += sequence_loss(model, source, target, pad_id, loss_fn).item()
         count += int((target[:, 1:] != pad_id).sum())
     model.train(was_training)

@@ -16,6 +16,7 @@ from transformer_book.generator import OutputLayer
 from transformer_book.masking import padding_mask, target_mask
 from transformer_book.multihead import MultiHeadAttention
 from transformer_book.positional import Embeddings, PositionalEncoding
+from transformer_book.validation import check_dropout, check_positive
 
 
 # %% book/09_full_transformer.ipynb, cell 12
@@ -152,15 +153,10 @@ def make_model(
     both embeddings and the generator (the paper's section 3.4), which needs one
     vocabulary for source and target.
     """
-    for name, value in (
-        ("source_vocab", source_vocab),
-        ("target_vocab", target_vocab),
-        ("num_layers", num_layers),
-    ):
-        if value <= 0:
-            raise ValueError(f"{name} must be positive; got {name}={value}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout is a probability in [0, 1); got dropout={dropout}")
+    check_positive(
+        source_vocab=source_vocab, target_vocab=target_vocab, num_layers=num_layers
+    )
+    check_dropout(dropout)
     if attention_scale is not None and attention_scale <= 0:
         raise ValueError(
             "attention_scale must be positive (None means 1/sqrt(d_k)); "
@@ -168,22 +164,15 @@ def make_model(
         )
     if tie_weights and source_vocab != target_vocab:
         raise ValueError(
-            "tie_weights shares one embedding matrix, so source and target need the "
-            "same vocabulary; "
-            f"got source_vocab={source_vocab}, target_vocab={target_vocab}"
+            "tie_weights shares one embedding matrix: source and target need one "
+            f"vocabulary; got source_vocab={source_vocab}, target_vocab={target_vocab}"
         )
     final_norm = norm_first if final_norm is None else final_norm
+    encoder_layer = EncoderLayer(d_model, heads, d_ff, dropout, norm_first)
+    decoder_layer = DecoderLayer(d_model, heads, d_ff, dropout, norm_first)
     model = Transformer(
-        Encoder(
-            EncoderLayer(d_model, heads, d_ff, dropout, norm_first),
-            num_layers,
-            final_norm,
-        ),
-        Decoder(
-            DecoderLayer(d_model, heads, d_ff, dropout, norm_first),
-            num_layers,
-            final_norm,
-        ),
+        Encoder(encoder_layer, num_layers, final_norm),
+        Decoder(decoder_layer, num_layers, final_norm),
         EmbeddingWithPositions(source_vocab, d_model, dropout, max_len, positional),
         EmbeddingWithPositions(target_vocab, d_model, dropout, max_len, positional),
         OutputLayer(d_model, target_vocab),

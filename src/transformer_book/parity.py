@@ -387,22 +387,9 @@ def hf_parameter_pairs(
             )
             pairs.append((f"{p}{name}.bias", mine_linear.bias, their_conv.bias, same))
         for i, norm in enumerate((block.ln_1, block.ln_2)):
-            pairs.append(
-                (
-                    f"{p}sublayers.{i}.norm.gamma",
-                    mine.sublayers[i].norm.gamma,
-                    norm.weight,
-                    same,
-                )
-            )
-            pairs.append(
-                (
-                    f"{p}sublayers.{i}.norm.beta",
-                    mine.sublayers[i].norm.beta,
-                    norm.bias,
-                    same,
-                )
-            )
+            our_norm, name = mine.sublayers[i].norm, f"{p}sublayers.{i}.norm."
+            pairs.append((name + "gamma", our_norm.gamma, norm.weight, same))
+            pairs.append((name + "beta", our_norm.beta, norm.bias, same))
     pairs.append(("final_norm.gamma", ours.final_norm.gamma, h.ln_f.weight, same))
     pairs.append(("final_norm.beta", ours.final_norm.beta, h.ln_f.bias, same))
     if not ours.config.tie_embeddings:

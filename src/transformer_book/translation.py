@@ -26,6 +26,7 @@ from transformer_book.subwords import (
     english_vocabulary,
 )
 from transformer_book.training import paper_optimizer, training_steps
+from transformer_book.validation import check_positive
 
 # make_model keyword arguments of the shipped model: about 1.9 million parameters.
 TRANSLATION_CONFIG = dict(
@@ -124,6 +125,14 @@ class Translator:
             for chinese in references
         ]
 
+    def batches(self, examples: list[tuple], max_tokens: int, seed: int | None, device):
+        """Padded (source, target) token ids for each of ``length_batches``."""
+        lengths = [max(len(source), len(target)) for source, target in examples]
+        pad_id = self.target_vocab.pad_id
+        for batch in length_batches(lengths, max_tokens, seed=seed):
+            sources, targets = zip(*(examples[i] for i in batch))
+            yield pad_rows(sources, pad_id, device), pad_rows(targets, pad_id, device)
+
     @torch.no_grad()
     def translate(
         self,
@@ -194,28 +203,20 @@ def train_translator(
 ) -> tuple[list[dict], list[dict]]:
     """Train ``translator.model`` in place on length batches of ``pairs``.
 
-    Train ``translator.model`` in place on length batches of ``pairs``: chapter 9's
-    loss, optimiser and learning-rate schedule, a fresh shuffle of the batches every
-    epoch. Returns (history, checkpoints).
-
-    ``history`` has one dict an epoch (training loss per target token, steps, rate),
-    updated with what ``on_epoch(epoch, translator)`` returns (dev scores, say);
-    ``checkpoints`` holds the weights after each of the last ``keep_last`` epochs (on
-    the CPU), to average. ``max_steps`` stops early, within an epoch.
+    Chapter 9's loss, optimiser and schedule; the batches shuffled anew every epoch.
+    Returns (history, checkpoints): one dict an epoch (training loss per target token,
+    steps, rate, and what ``on_epoch(epoch, translator)`` returns: dev scores, say),
+    and the weights after each of the last ``keep_last`` epochs (on the CPU), to
+    average. ``max_steps`` stops early, within an epoch.
     """
-    if epochs < 1 or max_tokens < 1 or keep_last < 0:
-        raise ValueError(
-            "epochs and max_tokens must be >= 1 and keep_last >= 0; got "
-            f"epochs={epochs}, max_tokens={max_tokens}, keep_last={keep_last}"
-        )
-    examples = translator.examples(pairs)
-    lengths = [max(len(source), len(target)) for source, target in examples]
-    pad_id = translator.target_vocab.pad_id
+    check_positive(epochs=epochs, max_tokens=max_tokens)
+    if keep_last < 0:
+        raise ValueError(f"keep_last must be >= 0; got keep_last={keep_last}")
+    examples, pad_id = translator.examples(pairs), translator.target_vocab.pad_id
     model = translator.model.to(device).train()
     loss_fn = LabelSmoothingLoss(len(translator.target_vocab), pad_id, smoothing)
-    optimizer, schedule = paper_optimizer(
-        model, translator.config["d_model"], warmup_steps, factor
-    )
+    d_model = translator.config["d_model"]
+    optimizer, schedule = paper_optimizer(model, d_model, warmup_steps, factor)
     torch.manual_seed(seed)  # dropout
 
     def loss_of(model, batch):  # batch: (source, target)
@@ -224,13 +225,7 @@ def train_translator(
     history, checkpoints, step = [], [], 0
     for epoch in range(1, epochs + 1):
         loss_sum, token_count = 0.0, 0
-        batches = (  # (batch, source) and (batch, target + 2)
-            (
-                pad_rows([examples[i][0] for i in batch], pad_id, device),
-                pad_rows([examples[i][1] for i in batch], pad_id, device),
-            )
-            for batch in length_batches(lengths, max_tokens, seed=seed * 1000 + epoch)
-        )
+        batches = translator.batches(examples, max_tokens, seed * 1000 + epoch, device)
         steps = training_steps(model, batches, loss_of, optimizer, schedule)
         for (_, target), loss, _ in steps:
             step += 1
@@ -241,13 +236,9 @@ def train_translator(
                 break
         record = {"epoch": epoch, "step": step, "loss": loss_sum / token_count}
         record["lr"] = schedule.get_last_lr()[0]
-        if epoch > epochs - keep_last:
-            checkpoints.append(
-                {
-                    name: value.detach().cpu().clone()
-                    for name, value in model.state_dict().items()
-                }
-            )
+        if epoch > epochs - keep_last:  # the weights, on the CPU, to average
+            state = model.state_dict().items()
+            checkpoints.append({name: v.detach().cpu().clone() for name, v in state})
         if on_epoch is not None:
             record |= on_epoch(epoch, translator)
         history.append(record)
