@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 import book_charts
-from book_charts import ModelConfig, architecture, parameter_counts
+from book_charts import BASE, ModelConfig, architecture, parameter_counts
 from book_charts.architecture import CHAPTERS, resolve_highlight
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +156,51 @@ def test_tooltips_give_shapes_and_parameter_counts_from_the_config():
     assert counts["layer_norm"] == 2 * 64
     assert counts["encoder_layer"] == counts["attention"] + counts["feed_forward"] + 2 * counts["layer_norm"]
     assert counts["decoder_layer"] == 2 * counts["attention"] + counts["feed_forward"] + 3 * counts["layer_norm"]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [BASE, SMALL, dataclasses.replace(SMALL, tie_weights=False, source_vocab=40)],
+    ids=["base", "small-tied", "small-untied"],
+)
+def test_parameter_counts_are_the_modules_own(config):
+    import torch
+
+    from transformer_book import (
+        DecoderLayer,
+        Embeddings,
+        EncoderLayer,
+        LayerNorm,
+        MultiHeadAttention,
+        OutputLayer,
+        PositionwiseFeedForward,
+        make_model,
+    )
+
+    def count(module) -> int:
+        return sum(parameter.numel() for parameter in module.parameters())
+
+    d_model, heads, d_ff = config.d_model, config.heads, config.d_ff
+    with torch.device("meta"):  # shapes only
+        modules = {
+            "embedding": Embeddings(config.source_vocab, d_model),
+            "attention": MultiHeadAttention(d_model, heads),
+            "layer_norm": LayerNorm(d_model),
+            "feed_forward": PositionwiseFeedForward(d_model, d_ff),
+            "encoder_layer": EncoderLayer(d_model, heads, d_ff),
+            "decoder_layer": DecoderLayer(d_model, heads, d_ff),
+            "generator": OutputLayer(d_model, config.target_vocab),
+            "model": make_model(
+                config.source_vocab,
+                config.target_vocab,
+                num_layers=config.num_layers,
+                d_model=d_model,
+                d_ff=d_ff,
+                heads=heads,
+                tie_weights=config.tie_weights,
+            ),
+        }
+    assert parameter_counts(config) == {name: count(module) for name, module in modules.items()}
 
 
 def test_base_model_parameter_count_is_the_papers_size():

@@ -111,47 +111,29 @@ def shape(*dims) -> str:
 
 @functools.lru_cache(maxsize=32)
 def parameter_counts(config: ModelConfig = BASE) -> dict[str, int]:
-    """Trainable parameters of each block of the model, counted on the companion package's modules.
+    """Trainable parameters of each block of the model, from the sizes in ``config``.
 
     Keys: ``embedding`` (one token table), ``attention`` (one multi-head attention), ``layer_norm``,
     ``feed_forward``, ``encoder_layer``, ``decoder_layer``, ``generator`` (the final linear layer, its
     weight counted even when tied), ``model`` (the whole Transformer, a tied matrix counted once).
+    Each is what the companion package's module of that name holds, written out so that a diagram
+    builds no model.
     """
-    import torch
-
-    from transformer_book import (
-        DecoderLayer,
-        Embeddings,
-        EncoderLayer,
-        LayerNorm,
-        MultiHeadAttention,
-        OutputLayer,
-        PositionwiseFeedForward,
-        make_model,
-    )
-
-    def count(module) -> int:
-        return sum(parameter.numel() for parameter in module.parameters())
-
-    with torch.device("meta"):  # shapes only: nothing is allocated or initialised for real
-        d_model, heads, d_ff = config.d_model, config.heads, config.d_ff
-        return {
-            "embedding": count(Embeddings(config.source_vocab, d_model)),
-            "attention": count(MultiHeadAttention(d_model, heads)),
-            "layer_norm": count(LayerNorm(d_model)),
-            "feed_forward": count(PositionwiseFeedForward(d_model, d_ff)),
-            "encoder_layer": count(EncoderLayer(d_model, heads, d_ff)),
-            "decoder_layer": count(DecoderLayer(d_model, heads, d_ff)),
-            "generator": count(OutputLayer(d_model, config.target_vocab)),
-            "model": count(
-                make_model(
-                    config.source_vocab,
-                    config.target_vocab,
-                    num_layers=config.num_layers,
-                    d_model=d_model,
-                    d_ff=d_ff,
-                    heads=heads,
-                    tie_weights=config.tie_weights,
-                )
-            ),
-        }
+    d_model, d_ff = config.d_model, config.d_ff
+    attention = 4 * (d_model * d_model + d_model)  # query, key, value, output: weight and bias
+    layer_norm = 2 * d_model  # gain and bias
+    feed_forward = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    encoder_layer = attention + feed_forward + 2 * layer_norm
+    decoder_layer = 2 * attention + feed_forward + 3 * layer_norm
+    generator = d_model * config.target_vocab + config.target_vocab
+    tables = config.source_vocab * d_model + (0 if config.tie_weights else 2 * config.target_vocab * d_model)
+    return {
+        "embedding": config.source_vocab * d_model,
+        "attention": attention,
+        "layer_norm": layer_norm,
+        "feed_forward": feed_forward,
+        "encoder_layer": encoder_layer,
+        "decoder_layer": decoder_layer,
+        "generator": generator,
+        "model": tables + config.num_layers * (encoder_layer + decoder_layer) + config.target_vocab,
+    }
