@@ -12,7 +12,7 @@ it lives. The package holds model code: it imports torch and nothing from plotti
 The modules, in the order the book first writes them, and the chapters that write each:
 
 - ``positional`` (chapter 1): Token embeddings and sinusoidal positional encodings
-- ``validation`` (chapters 1, 15, 16): Argument checks shared by every module of the package
+- ``validation`` (chapters 1, 2, 15, 16): Argument checks shared by every module of the package
 - ``attention`` (chapter 2): Scaled dot-product attention
 - ``multihead`` (chapter 3): Multi-head attention, written in chapter 3, "Multi-head attention"
 - ``parity`` (chapters 3, 5, 7, 9, 15, 16): Parity

@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from transformer_book.validation import check_tensor
+from transformer_book.validation import check_dropout_module, check_tensor
 
 
 # %% book/02_scaled_dot_product_attention.ipynb, cell 23
@@ -48,20 +48,7 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
         )
 
 
-def check_dropout_module(dropout: object) -> None:
-    """Check that ``dropout`` is a dropout module or None.
-
-    Raise a TypeError unless ``dropout`` is a module (an nn.Dropout) or None; a
-    probability such as 0.1 would fail only when called, as "'float' object is not
-    callable"."""
-    if dropout is not None and not isinstance(dropout, nn.Module):
-        raise TypeError(
-            "dropout takes a module such as nn.Dropout(0.1) (or None); got "
-            f"{type(dropout).__name__} {dropout!r}"
-        )
-
-
-# %% book/02_scaled_dot_product_attention.ipynb, cell 25
+# %% book/02_scaled_dot_product_attention.ipynb, cell 26
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -119,7 +106,6 @@ def scaled_dot_product_attention(
 
 # %% the names this module exports (generated)
 __all__ = [
-    "check_dropout_module",
     "check_mask",
     "scaled_dot_product_attention",
 ]

@@ -106,6 +106,23 @@ def check_features(
         raise ValueError(f"expected {expected}; got shape {tuple(value.shape)}")
 
 
+# %% book/02_scaled_dot_product_attention.ipynb, cell 24
+from torch import nn
+
+
+def check_dropout_module(dropout: object) -> None:
+    """Check that ``dropout`` is a dropout module or None.
+
+    Raise a TypeError unless ``dropout`` is a module (an nn.Dropout) or None; a
+    probability such as 0.1 would fail only when called, as "'float' object is not
+    callable"."""
+    if dropout is not None and not isinstance(dropout, nn.Module):
+        raise TypeError(
+            "dropout takes a module such as nn.Dropout(0.1) (or None); got "
+            f"{type(dropout).__name__} {dropout!r}"
+        )
+
+
 # %% book/15_writing_poems.ipynb, cell 16
 def is_number(value) -> bool:
     """An int or a float, but not a bool (which Python counts as an int)."""
@@ -128,6 +145,7 @@ def check_positive_number(name: str, value) -> None:
 # %% the names this module exports (generated)
 __all__ = [
     "check_dropout",
+    "check_dropout_module",
     "check_features",
     "check_positive",
     "check_positive_int",
