@@ -32,6 +32,9 @@ SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_
 WIDTHS = {"laptop": 1280, "phone": 390}
 # The phone view also uses the dark theme: layout does not depend on the theme, so one visit checks both.
 VIEWS = [("laptop", "light"), ("phone", "dark")]
+AXE = REPO_ROOT / "tests" / "vendor" / "axe.min.js"
+# What names the page's controls (axe-core): the theme's buttons, folded cells, the charts' menus.
+NAMING_RULES = ["button-name", "label-content-name-mismatch", "summary-name", "link-name"]
 PAGES = (
     sorted(path.relative_to(SITE).as_posix() for path in SITE.rglob("*.html") if "_static" not in path.parts)
     if SITE.exists()
@@ -159,6 +162,14 @@ def test_page_renders_offline(server, view_tab, page, device, theme):
         assert tab.locator("mjx-merror").count() == 0, f"MathJax errors: {tab.locator('mjx-merror').all_inner_texts()}"
 
     problems = tab.evaluate(LAYOUT_PROBLEMS, width >= 1280)
+    if device == "laptop":  # every control named by what it shows (once a page: the names do not depend on the view)
+        tab.add_script_tag(path=str(AXE))
+        unnamed = tab.evaluate(
+            """async (rules) => (await axe.run(document, {runOnly: rules})).violations
+                 .map(v => v.id + ": " + v.nodes.map(n => n.target.join(" ")).slice(0, 3).join(", "))""",
+            NAMING_RULES,
+        )
+        problems += [f"a control is not named by what it shows ({found})" for found in unnamed]
     diagrams = tab.locator("[aria-label^='Diagram:']").count()
     dark = tab.evaluate("() => document.documentElement.dataset.theme")
     if theme == "dark":
