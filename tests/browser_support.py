@@ -12,9 +12,13 @@ import os
 import shutil
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from pathlib import Path
+from urllib.parse import parse_qsl, urlparse
 
 import pytest
+
+# The built book (`jupyter-book build .`), which the page tests open.
+SITE = Path(os.environ.get("BOOK_HTML", Path(__file__).resolve().parents[1] / "_build" / "html"))
 
 CHROMIUM_FLAGS = [
     "--headless=new",
@@ -51,6 +55,18 @@ def serve(directory: str) -> str:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=directory))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def page_url(page: str) -> str:
+    """The URL of ``page`` of the built book, served on 127.0.0.1 (the test fails if it is not built)."""
+    if not (SITE / page).exists():
+        pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
+    return f"{serve(str(SITE))}/{page}"
+
+
+def hash_of(tab) -> dict[str, str]:
+    """The state a playground page keeps in its URL's hash."""
+    return dict(parse_qsl(tab.evaluate("() => location.hash").removeprefix("#")))
 
 
 def local_only_tab(browser, width: int = 1280, *, dark: bool = False, console_types: tuple[str, ...] = ("error",)):

@@ -7,7 +7,16 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import Decoder, DecoderLayer, load_torch_decoder_layer, padding_mask, subsequent_mask, target_mask
+from transformer_book import (
+    Decoder,
+    DecoderLayer,
+    EncoderLayer,
+    load_torch_decoder_layer,
+    load_torch_encoder_layer,
+    padding_mask,
+    subsequent_mask,
+    target_mask,
+)
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
 PAD = 0
@@ -34,6 +43,19 @@ def pair(norm_first: bool, seed: int = 0):
     return ours.eval(), theirs.eval()
 
 
+def masked_outputs(ours, theirs, x, memory, source, target):
+    """Our decoder (or layer) and PyTorch's on one batch with the look-ahead and padding masks,
+    each written in its own convention (ours: True = may attend; PyTorch's: True = blocked)."""
+    expected = theirs(
+        x,
+        memory,
+        tgt_mask=~subsequent_mask(target.size(1))[0],
+        tgt_key_padding_mask=target == PAD,
+        memory_key_padding_mask=source == PAD,
+    )
+    return ours(x, memory, padding_mask(source, PAD), target_mask(target, PAD)), expected
+
+
 # --- parity with PyTorch --------------------------------------------------------------------------
 
 
@@ -46,14 +68,7 @@ def test_layer_matches_nn_transformer_decoder_layer(norm_first, masked):
         assert not torch.allclose(ours(x, memory), theirs(x, memory), atol=1e-3)  # before loading: different
         assert load_torch_decoder_layer(ours, theirs) is ours
         if masked:
-            expected = theirs(
-                x,
-                memory,
-                tgt_mask=~subsequent_mask(5)[0],
-                tgt_key_padding_mask=target == PAD,
-                memory_key_padding_mask=source == PAD,
-            )
-            actual = ours(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
+            actual, expected = masked_outputs(ours, theirs, x, memory, source, target)
         else:
             expected, actual = theirs(x, memory), ours(x, memory)
     assert torch.allclose(actual, expected, atol=1e-5)
@@ -75,15 +90,7 @@ def test_stack_matches_nn_transformer_decoder(norm_first):
             load_torch_decoder_layer(our_layer, their_layer)
         ours.norm.gamma.copy_(theirs.norm.weight)
         ours.norm.beta.copy_(theirs.norm.bias)
-        x, memory, source, target = batch(1)
-        expected = theirs(
-            x,
-            memory,
-            tgt_mask=~subsequent_mask(5)[0],
-            tgt_key_padding_mask=target == PAD,
-            memory_key_padding_mask=source == PAD,
-        )
-        actual = ours(x, memory, padding_mask(source, PAD), target_mask(target, PAD))
+        actual, expected = masked_outputs(ours, theirs, *batch(1))
     assert torch.allclose(actual, expected, atol=1e-5)
 
 
@@ -297,20 +304,6 @@ def test_a_batch_keys_source_mask_is_refused_with_the_fix():
         DecoderLayer(D_MODEL, HEADS, D_FF)(x, memory, source != PAD)
 
 
-@pytest.mark.parametrize("norm", ["norm1", "norm2", "norm3"])
-def test_loading_checks_the_eps_of_every_norm(norm):
-    theirs = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, batch_first=True)
-    getattr(theirs, norm).eps = 1e-6
-    with pytest.raises(ValueError, match=rf"eps differs in {norm}: ours eps=1e-05, theirs eps=1e-06"):
-        load_torch_decoder_layer(DecoderLayer(D_MODEL, HEADS, D_FF), theirs)
-
-
-@pytest.mark.parametrize("dropout", [-0.1, 1.0, 3])
-def test_dropout_outside_0_1_is_refused(dropout):
-    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
-        DecoderLayer(D_MODEL, HEADS, D_FF, dropout=dropout)
-
-
 def test_non_tensor_and_wrong_dtype_inputs_are_refused_by_name():
     x, memory, _, _ = batch()
     layer = DecoderLayer(D_MODEL, HEADS, D_FF)
@@ -331,3 +324,30 @@ def test_empty_batches_and_sequences_do_not_warn(batch_size, target_len, source_
         warnings.simplefilter("error")
         output = decoder(x, memory, source_mask, subsequent_mask(target_len))
     assert output.shape == (batch_size, target_len, D_MODEL)
+
+
+# --- what the encoder layer (chapter 5) and the decoder layer both promise -------------------------
+
+LAYERS = {  # our layer, PyTorch's, the loader
+    "encoder": (EncoderLayer, nn.TransformerEncoderLayer, load_torch_encoder_layer),
+    "decoder": (DecoderLayer, nn.TransformerDecoderLayer, load_torch_decoder_layer),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "norm"),
+    [("encoder", "norm1"), ("encoder", "norm2"), ("decoder", "norm1"), ("decoder", "norm2"), ("decoder", "norm3")],
+)
+def test_loading_checks_the_eps_of_every_norm(kind, norm):
+    ours, their_class, load = LAYERS[kind]
+    theirs = their_class(D_MODEL, HEADS, D_FF, batch_first=True)
+    getattr(theirs, norm).eps = 1e-6  # one norm changed after construction
+    with pytest.raises(ValueError, match=rf"eps differs in {norm}: ours eps=1e-05, theirs eps=1e-06"):
+        load(ours(D_MODEL, HEADS, D_FF), theirs)
+
+
+@pytest.mark.parametrize("kind", LAYERS)
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 2.5, 3])
+def test_dropout_outside_0_1_is_refused(kind, dropout):
+    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
+        LAYERS[kind][0](D_MODEL, HEADS, D_FF, dropout=dropout)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from test_model import END, PAD, START, small_model  # chapter 9's small model (in training mode)
 from transformer_book import (
     Decoder,
     DecoderLayer,
@@ -18,20 +19,11 @@ from transformer_book import (
     greedy_decode,
     load_torch_decoder_layer,
     load_torch_transformer,
-    make_model,
     padding_mask,
     sample_decode,
     scaled_dot_product_attention,
     subsequent_mask,
 )
-
-PAD, START, END = 0, 1, 2
-SMALL = dict(num_layers=2, d_model=32, d_ff=64, heads=4)
-
-
-def small_model(vocab=13, **options):
-    torch.manual_seed(0)
-    return make_model(vocab, vocab, **(SMALL | options)).eval()
 
 
 def two_sources(vocab=13, length=5):
@@ -56,7 +48,7 @@ BROADCAST_SHAPES = [(1, 1, 5), (1, 1, 1), (1, 1, 1, 5), (1, 4, 1, 5), (2, 1, 1, 
 @pytest.mark.parametrize("shape", BROADCAST_SHAPES)
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_beam_search_takes_a_broadcast_mask_and_decodes_each_source_as_alone(shape, use_cache):
-    model, sources = small_model(), two_sources()
+    model, sources = small_model().eval(), two_sources()
     mask = one_mask_for_both(shape)
     greedy_decode(model, sources, mask, START, 6, use_cache=use_cache)  # greedy takes it
     tokens, scores = beam_search(model, sources, mask, START, 6, beam_size=3, end_id=END, use_cache=use_cache)
@@ -71,7 +63,7 @@ def test_beam_search_takes_a_broadcast_mask_and_decodes_each_source_as_alone(sha
 
 
 def test_a_broadcast_mask_gives_what_the_mask_repeated_per_source_gives():
-    model, sources = small_model(), two_sources()
+    model, sources = small_model().eval(), two_sources()
     mask = one_mask_for_both((1, 1, 5))
     shared = beam_search(model, sources, mask, START, 6, beam_size=3)
     repeated = beam_search(model, sources, mask.expand(2, 1, 5), START, 6, beam_size=3)
@@ -79,7 +71,7 @@ def test_a_broadcast_mask_gives_what_the_mask_repeated_per_source_gives():
 
 
 def test_a_mask_for_another_batch_is_still_refused_by_beam_search():
-    model, sources = small_model(), two_sources()
+    model, sources = small_model().eval(), two_sources()
     with pytest.raises(ValueError, match=re.escape("(3, 1, 5)")):
         beam_search(model, sources, torch.ones(3, 1, 5, dtype=torch.bool), START, 4)
 
@@ -101,7 +93,7 @@ DECODERS = {
 @pytest.mark.parametrize("end_id", [None, END])
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_no_sources_are_refused_naming_the_shape(decoder, end_id, with_mask):
-    model, source = small_model(), two_sources()[:0]  # (0, 5)
+    model, source = small_model().eval(), two_sources()[:0]  # (0, 5)
     mask = padding_mask(source, PAD) if with_mask else None
     message = re.escape("source holds no sequences (shape (0, 5)); decode at least one")
     with pytest.raises(ValueError, match=message):
@@ -110,7 +102,7 @@ def test_no_sources_are_refused_naming_the_shape(decoder, end_id, with_mask):
 
 @pytest.mark.parametrize("decoder", list(DECODERS))
 def test_a_source_without_a_batch_axis_is_refused(decoder):
-    model = small_model()
+    model = small_model().eval()
     with pytest.raises(ValueError, match=re.escape("source must be token ids (batch, source); got shape (5,)")):
         DECODERS[decoder](model, two_sources()[0], None)
 
@@ -157,7 +149,7 @@ def test_a_missing_decoder_final_norm_is_named_not_an_attribute_error():
 def test_stacks_without_final_norms_on_both_sides_load_and_agree():
     theirs = torch_transformer()
     theirs.encoder.norm = theirs.decoder.norm = None
-    ours = load_torch_transformer(small_model(final_norm=False, dropout=0.0), theirs)
+    ours = load_torch_transformer(small_model(final_norm=False, dropout=0.0).eval(), theirs)
     source, target = two_sources(), two_sources(length=4)
     look_ahead = subsequent_mask(4)
     with torch.no_grad():

@@ -1,4 +1,7 @@
-"""Unit tests of transformer_book.encoder (chapter 5: the encoder layer and the encoder stack)."""
+"""Unit tests of transformer_book.encoder (chapter 5: the encoder layer and the encoder stack).
+
+What the encoder layer and the decoder layer both promise (every norm's eps checked when loading,
+dropout a probability) is tested once for both, in tests/test_decoder.py."""
 
 import warnings
 
@@ -188,20 +191,6 @@ def test_loading_a_different_layer_is_refused_naming_both_values(theirs_kwargs, 
     theirs = nn.TransformerEncoderLayer(**kwargs)
     with pytest.raises(ValueError, match=message):
         load_torch_encoder_layer(EncoderLayer(D_MODEL, HEADS, D_FF), theirs)
-
-
-@pytest.mark.parametrize("norm", ["norm1", "norm2"])
-def test_loading_checks_the_eps_of_every_norm(norm):
-    theirs = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True)
-    getattr(theirs, norm).eps = 1e-6  # one norm changed after construction
-    with pytest.raises(ValueError, match=rf"eps differs in {norm}: ours eps=1e-05, theirs eps=1e-06"):
-        load_torch_encoder_layer(EncoderLayer(D_MODEL, HEADS, D_FF), theirs)
-
-
-@pytest.mark.parametrize("dropout", [-0.1, 1.0, 2.5])
-def test_dropout_outside_0_1_is_refused(dropout):
-    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got dropout={dropout}\b"):
-        EncoderLayer(D_MODEL, HEADS, D_FF, dropout=dropout)
 
 
 def test_a_batch_keys_padding_mask_is_refused_even_when_batch_equals_seq():

@@ -5,25 +5,17 @@ tools and the book's Sphinx extension. (The notebooks' own check is tests/test_n
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 
-from test_notebook_style import REPO_ROOT, ruff
+from test_notebook_style import REPO_ROOT, ruff, ruff_check
 
 LINTED = ["src/transformer_book", "src/book_charts", "src/book_exercises", "tests", "tools", "scripts", "book/_ext"]
 CONFIG = REPO_ROOT / "pyproject.toml"
 
 
 def findings(paths: list[str], cwd=REPO_ROOT) -> list[dict]:
-    result = subprocess.run(
-        [*ruff(), "check", "--no-cache", f"--config={CONFIG}", "--output-format=json", "--exit-zero", *paths],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=cwd,
-    )
-    return json.loads(result.stdout)
+    return ruff_check([f"--config={CONFIG}", *paths], cwd=cwd)
 
 
 def test_the_linted_folders_exist():

@@ -30,26 +30,20 @@ def ruff() -> list[str]:
     pytest.fail("ruff is not installed: it is pinned in requirements.txt (bash scripts/setup.sh installs it)")
 
 
-def long_lines(paths: list[Path]) -> list[dict]:
+def ruff_check(arguments: list[str], cwd=REPO_ROOT) -> list[dict]:
+    """The findings of ``ruff check`` with ``arguments`` (options, then paths), as its JSON report."""
     result = subprocess.run(
-        [
-            *ruff(),
-            "check",
-            "--no-cache",
-            "--isolated",
-            "--select",
-            "E501",
-            f"--line-length={MAX_LINE}",
-            "--output-format=json",
-            "--exit-zero",
-            *map(str, paths),
-        ],
+        [*ruff(), "check", "--no-cache", "--output-format=json", "--exit-zero", *arguments],
         capture_output=True,
         text=True,
         check=True,
-        cwd=REPO_ROOT,
+        cwd=cwd,
     )
     return json.loads(result.stdout)
+
+
+def long_lines(paths: list[Path]) -> list[dict]:
+    return ruff_check(["--isolated", "--select", "E501", f"--line-length={MAX_LINE}", *map(str, paths)])
 
 
 def test_there_are_notebooks():

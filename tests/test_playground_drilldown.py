@@ -15,7 +15,6 @@ cross-attention and masked decoder self-attention:
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -24,10 +23,9 @@ import torch
 
 import export_poet_playground as exporter
 import playground_files
-from browser_support import local_only_tab, serve, wait_for_translation
+from browser_support import local_only_tab, page_url, wait_for_translation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 PLAYGROUND = REPO_ROOT / "book" / "_static" / "playground"
 TOLERANCE = 1e-4
 ROWS_JS = """(id) => [...document.querySelectorAll(`#${id} .drill:not(.drill-values) tbody tr`)].map((row) => ({
@@ -36,10 +34,40 @@ ROWS_JS = """(id) => [...document.querySelectorAll(`#${id} .drill:not(.drill-val
 
 
 def open_page(browser, page: str, fragment: str):
-    if not (SITE / page).exists():
-        pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
+    url = page_url(page)
     context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
-    tab.goto(f"{serve(str(SITE))}/{page}#{fragment}", wait_until="load")
+    tab.goto(f"{url}#{fragment}", wait_until="load")
+    return context, tab, outside, errors
+
+
+def open_poem(browser):
+    """The poem page continuing 白日依山尽， greedily, layer 1 and head 2 unfolded, once the poem is
+    written: (context, tab, outside requests, errors, the poem)."""
+    context, tab, outside, errors = open_page(
+        browser, "book/playground_poems.html",
+        "mode=continue&prompt=" + quote("白日依山尽，") + "&temperature=0&top_p=0.9&seed=0"
+        "&layer=1&head=2",
+    )  # fmt: skip
+    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
+                          timeout=60_000)  # fmt: skip
+    return context, tab, outside, errors, tab.locator("#poet-poem").get_attribute("data-text")
+
+
+@pytest.fixture
+def translator():
+    """The translator page's model (the 8-bit file's, fresh for each test's hooks), its metadata
+    and the example the tests translate."""
+    model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
+    return model, meta, meta["examples"][1]
+
+
+def open_translation(browser, text: str, head: int):
+    """The translator page once it has translated ``text`` (beam 4), layer 1's cross-attention
+    head ``head`` unfolded: (context, tab, outside requests, errors)."""
+    context, tab, outside, errors = open_page(
+        browser, "book/playground.html", f"task=translator&text={quote(text)}&beam=4&attn=cross&layer=1&head={head}"
+    )
+    wait_for_translation(tab, text, drawn=False)
     return context, tab, outside, errors
 
 
@@ -69,6 +97,26 @@ def check_rows(rows: list[dict], masked_after: int | None) -> None:
             assert abs(math.exp(row["score"] - top) / total - row["weight"]) <= 1e-6, row
 
 
+def greedy_output(model, meta: dict, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The translator page's greedy output for ``text``, decoded by the package's model: the
+    source ids (1, source) and the decoder's input, the output without its last token (1, steps)."""
+    from transformer_book import greedy_decode, pretrained_translator
+
+    shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
+    source = torch.tensor([shipped.source_ids(text)])  # (1, source)
+    limit = min(2 * source.size(1) + 10, meta["max_new_tokens"])
+    tokens = greedy_decode(model, source, None, meta["start_id"], limit, end_id=meta["end_id"])
+    return source, tokens[:, :-1]
+
+
+def decode_with_weights(model, source: torch.Tensor, decoder_input: torch.Tensor) -> None:
+    """One pass of the translator over its own output, attention weights kept (for the hooks)."""
+    from transformer_book import subsequent_mask
+
+    model.decode(model.encode(source, None), None, decoder_input,
+                 subsequent_mask(decoder_input.size(1)), need_weights=True)  # fmt: skip
+
+
 def capture_scores(attention_module, store: list):
     """Wraps ``attend`` of one attention module: keeps its scaled scores (batch, heads, q, k)."""
     original = attention_module.attend
@@ -84,14 +132,7 @@ def capture_scores(attention_module, store: list):
 @torch.no_grad()
 def test_the_poets_attention_unfolds_as_pytorchs(browser):
     poet, _ = exporter.load_poet(PLAYGROUND / "poet.json")
-    context, tab, outside, errors = open_page(
-        browser, "book/playground_poems.html",
-        "mode=continue&prompt=" + quote("白日依山尽，") + "&temperature=0&top_p=0.9&seed=0"
-        "&layer=1&head=2",
-    )  # fmt: skip
-    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
-                          timeout=60_000)  # fmt: skip
-    text = tab.locator("#poet-poem").get_attribute("data-text")
+    context, tab, outside, errors, text = open_poem(browser)
     query = 8
     rows = drawn_rows(tab, "poet-drill", "poet-query", "layer 1, head 2", query)
     context.close()
@@ -108,16 +149,9 @@ def test_the_poets_attention_unfolds_as_pytorchs(browser):
 
 
 @torch.no_grad()
-def test_the_translators_attention_unfolds_as_pytorchs(browser):
-    from transformer_book import greedy_decode, pretrained_translator, subsequent_mask
-
-    model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
-    text = meta["examples"][1]
-    context, tab, outside, errors = open_page(
-        browser, "book/playground.html",
-        f"task=translator&text={quote(text)}&beam=4&attn=cross&layer=1&head=2",
-    )  # fmt: skip
-    wait_for_translation(tab, text, drawn=False)
+def test_the_translators_attention_unfolds_as_pytorchs(browser, translator):
+    model, meta, text = translator
+    context, tab, outside, errors = open_translation(browser, text, head=2)
     cross = drawn_rows(tab, "pg-drill", "pg-query", "decoder cross-attention, layer 1, head 2", 2)
     tab.select_option("#pg-kind", "1")  # the decoder's self-attention: the look-ahead mask
     own = drawn_rows(tab, "pg-drill", "pg-query", "decoder self-attention, layer 1, head 2", 2)
@@ -125,16 +159,11 @@ def test_the_translators_attention_unfolds_as_pytorchs(browser):
     check_rows(cross, masked_after=None)
     check_rows(own, masked_after=2)
 
-    shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
-    source = torch.tensor([shipped.source_ids(text)])  # (1, source)
-    limit = min(2 * source.size(1) + 10, meta["max_new_tokens"])
-    tokens = greedy_decode(model, source, None, meta["start_id"], limit, end_id=meta["end_id"])
+    source, decoder_input = greedy_output(model, meta, text)
     cross_store, self_store = [], []
     capture_scores(model.decoder.layers[1].cross_attn, cross_store)
     capture_scores(model.decoder.layers[1].self_attn, self_store)
-    decoder_input = tokens[:, :-1]  # (1, steps)
-    model.decode(model.encode(source, None), None, decoder_input,
-                 subsequent_mask(decoder_input.size(1)), need_weights=True)  # fmt: skip
+    decode_with_weights(model, source, decoder_input)
     for rows, store, keys in ((cross, cross_store, len(cross)), (own, self_store, 3)):
         theirs = store[0][0, 2, 2, :keys].double()
         ours = torch.tensor([row["score"] for row in rows[:keys]], dtype=torch.float64)
@@ -189,14 +218,7 @@ def check_value_side(drawn: dict, store: dict, query: int, head: int, keys: int)
 @torch.no_grad()
 def test_the_poets_value_side_is_pytorchs(browser):
     poet, _ = exporter.load_poet(PLAYGROUND / "poet.json")
-    context, tab, outside, errors = open_page(
-        browser, "book/playground_poems.html",
-        "mode=continue&prompt=" + quote("白日依山尽，") + "&temperature=0&top_p=0.9&seed=0"
-        "&layer=1&head=2",
-    )  # fmt: skip
-    tab.wait_for_function("() => document.querySelector('#poet-poem').dataset.done === '1'",
-                          timeout=60_000)  # fmt: skip
-    text = tab.locator("#poet-poem").get_attribute("data-text")
+    context, tab, outside, errors, text = open_poem(browser)
     query = 8
     drawn_rows(tab, "poet-drill", "poet-query", "layer 1, head 2", query)
     drawn = tab.evaluate(VALUES_JS, "poet-drill")
@@ -211,27 +233,15 @@ def test_the_poets_value_side_is_pytorchs(browser):
 
 
 @torch.no_grad()
-def test_the_translators_value_side_is_pytorchs(browser):
-    from transformer_book import greedy_decode, pretrained_translator, subsequent_mask
-
-    model, meta = playground_files.load_model(PLAYGROUND / "translator.json")
-    text = meta["examples"][1]
-    context, tab, outside, errors = open_page(
-        browser, "book/playground.html",
-        f"task=translator&text={quote(text)}&beam=4&attn=cross&layer=1&head=3",
-    )  # fmt: skip
-    wait_for_translation(tab, text, drawn=False)
+def test_the_translators_value_side_is_pytorchs(browser, translator):
+    model, meta, text = translator
+    context, tab, outside, errors = open_translation(browser, text, head=3)
     drawn_rows(tab, "pg-drill", "pg-query", "decoder cross-attention, layer 1, head 3", 2)
     drawn = tab.evaluate(VALUES_JS, "pg-drill")
     context.close()
-    shipped, _ = pretrained_translator()  # its tokenizer; the model is the 8-bit file's
-    source = torch.tensor([shipped.source_ids(text)])  # (1, source)
-    limit = min(2 * source.size(1) + 10, meta["max_new_tokens"])
-    tokens = greedy_decode(model, source, None, meta["start_id"], limit, end_id=meta["end_id"])
+    source, decoder_input = greedy_output(model, meta, text)
     store = {}
     capture_value_side(model.decoder.layers[1].cross_attn, store)
-    decoder_input = tokens[:, :-1]  # (1, steps)
-    model.decode(model.encode(source, None), None, decoder_input,
-                 subsequent_mask(decoder_input.size(1)), need_weights=True)  # fmt: skip
+    decode_with_weights(model, source, decoder_input)
     check_value_side(drawn, store, query=2, head=3, keys=source.size(1))
     assert not outside and not errors, (outside, errors)

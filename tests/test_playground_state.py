@@ -12,32 +12,20 @@ Chromium served on 127.0.0.1 only:
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
 import pytest
 
-from browser_support import local_only_tab, serve, wait_for_translation
+from browser_support import hash_of, local_only_tab, page_url, wait_for_translation
 from notebooks import chapters, sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 PLAYGROUND = REPO_ROOT / "book" / "_static" / "playground"
 TRANSLATOR_PAGE = "book/playground.html"
 POEM_PAGE = "book/playground_poems.html"
 CONSOLE = ("error", "warning")
-
-
-def page_url(page: str) -> str:
-    if not (SITE / page).exists():
-        pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
-    return f"{serve(str(SITE))}/{page}"
-
-
-def hash_of(tab) -> dict[str, str]:
-    return dict(parse_qsl(tab.evaluate("() => location.hash").removeprefix("#")))
 
 
 def example(task: str, index: int = 1) -> str:

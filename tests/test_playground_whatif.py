@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote
 
 import pytest
 import torch
 
 import export_poet_playground as poet_exporter
 import playground_files
-from browser_support import local_only_tab, serve, wait_for_translation
+from browser_support import hash_of, local_only_tab, page_url, wait_for_translation
 from transformer_book import (
     beam_search,
     corpus_scores,
@@ -45,7 +44,6 @@ from transformer_book import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 PLAYGROUND = REPO_ROOT / "book" / "_static" / "playground"
 TRANSLATOR_PAGE = "book/playground.html"
 POEM_PAGE = "book/playground_poems.html"
@@ -57,16 +55,6 @@ LONG_TEXT = (  # 64 words
     "everyone, and told us stories about the village. We swam, fished, read old books, and "
     "walked to the market with her on Sundays. I still remember those days well."
 )
-
-
-def page_url(page: str) -> str:
-    if not (SITE / page).exists():
-        pytest.fail(f"{SITE / page} is not built: run `jupyter-book build .` first")
-    return f"{serve(str(SITE))}/{page}"
-
-
-def hash_of(tab) -> dict[str, str]:
-    return dict(parse_qsl(tab.evaluate("() => location.hash").removeprefix("#")))
 
 
 def token_ids(tab, selector: str) -> list[int]:

@@ -9,6 +9,7 @@ from importlib.resources import files
 import pytest
 import torch
 
+from build_poems import in_gb2312
 from transformer_book import (
     HELD_OUT,
     PoemVocabulary,
@@ -123,14 +124,6 @@ def test_vocabulary_round_trip_and_unknown_characters():
 
 
 DATA = files("transformer_book") / "data"
-
-
-def in_gb2312(character: str) -> bool:
-    try:
-        character.encode("gb2312")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def variant_table() -> dict[str, str]:

@@ -82,19 +82,19 @@ def evaluate(expression: str, context: dict) -> bool:
             value = value.get(part) if isinstance(value, dict) else None
         return value
 
-    def parse_or(i):
-        value, i = parse_and(i)
-        while i < len(tokens) and tokens[i] == "||":
-            right, i = parse_and(i + 1)
-            value = value or right
+    def parse_chain(i, operator, parse_operand):
+        """Operands joined by ``operator`` (|| or &&), left to right."""
+        value, i = parse_operand(i)
+        while i < len(tokens) and tokens[i] == operator:
+            right, i = parse_operand(i + 1)
+            value = (value or right) if operator == "||" else (value and right)
         return value, i
 
+    def parse_or(i):
+        return parse_chain(i, "||", parse_and)
+
     def parse_and(i):
-        value, i = parse_comparison(i)
-        while i < len(tokens) and tokens[i] == "&&":
-            right, i = parse_comparison(i + 1)
-            value = value and right
-        return value, i
+        return parse_chain(i, "&&", parse_comparison)
 
     def parse_comparison(i):
         value, i = parse_unary(i)

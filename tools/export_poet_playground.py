@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from notebooks import REPO_ROOT, regenerate_and_compare
+from playground_files import read_files
 from transformer_book import GPT, HISTORY_FILE, POET_WEIGHTS, GPTConfig, PoemVocabulary, Poet
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
@@ -128,12 +129,7 @@ def read_state(meta: dict, data: bytes) -> dict:
 
 def load_poet(json_path: Path = OUT_DIR / f"{NAME}.json") -> tuple[Poet, dict]:
     """The package's Poet (eval mode, CPU, float32) with the file's weights; its metadata."""
-    meta = json.loads(Path(json_path).read_text(encoding="utf-8"))
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    data = (Path(json_path).parent / meta["weights"]["file"]).read_bytes()
-    if len(data) != meta["weights"]["bytes"] or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]:
-        raise ValueError(f"{meta['weights']['file']} does not match {json_path} (size or sha256)")
+    meta, data = read_files(json_path, FORMAT)
     vocab = PoemVocabulary(meta["tokens"][3:])
     if vocab.tokens != meta["tokens"]:
         raise ValueError(f"{json_path}: the tokens are not a PoemVocabulary's")

@@ -184,14 +184,21 @@ def read_state(meta: dict, data: bytes) -> dict:
     return state
 
 
-def load_model(json_path: Path) -> tuple[torch.nn.Module, dict]:
-    """The package's model (eval mode, CPU) with the file's weights; its metadata."""
+def read_files(json_path: Path, expected_format: str = FORMAT) -> tuple[dict, bytes]:
+    """A model's metadata (``json_path``, of ``expected_format``) and the bytes of the weights file
+    it names, checked against the size and SHA-256 it records."""
     meta = json.loads(Path(json_path).read_text(encoding="utf-8"))
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format") != expected_format:
+        raise ValueError(f"{json_path}: format {meta.get('format')!r}, expected {expected_format!r}")
     data = (Path(json_path).parent / meta["weights"]["file"]).read_bytes()
     if len(data) != meta["weights"]["bytes"] or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]:
         raise ValueError(f"{meta['weights']['file']} does not match {json_path} (size or sha256)")
+    return meta, data
+
+
+def load_model(json_path: Path) -> tuple[torch.nn.Module, dict]:
+    """The package's model (eval mode, CPU) with the file's weights; its metadata."""
+    meta, data = read_files(json_path)
     state = read_state(meta, data)
     model = make_model(**meta["config"])
     model.load_state_dict(state, strict=True)

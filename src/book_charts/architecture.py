@@ -153,102 +153,49 @@ def architecture(
     def per_layer(count: int) -> str:
         return f"{_fmt(count)} per layer (×{n} layers: {_fmt(count * n)})"
 
-    embed_note = " (one table shared by both embeddings and the final linear layer)" if config.tie_weights else ""
-    tips = {
-        "enc_embed": (
-            "Input embedding",
-            shape(config.batch, config.source_len) + " token ids",
-            src,
-            _fmt(counts["embedding"]) + embed_note,
-            1,
-        ),
-        "dec_embed": (
-            "Output embedding",
-            shape(config.batch, config.target_len) + " token ids",
-            tgt,
-            ("shared with the input embedding" if config.tie_weights else _fmt(counts["embedding"])),
-            1,
-        ),
+    embedding = _fmt(counts["embedding"])
+    attention, norm, ffn, encoder_layer, decoder_layer = (
+        per_layer(counts[key]) for key in ("attention", "layer_norm", "feed_forward", "encoder_layer", "decoder_layer")
+    )
+    source_ids = shape(config.batch, config.source_len) + " token ids"
+    target_ids = shape(config.batch, config.target_len) + " token ids"
+    logits = shape(config.batch, config.target_len, config.target_vocab)
+    self_attention = (
+        f"Multi-head self-attention ({config.heads} heads of scaled dot-product attention, d_k={config.d_k})"
+    )
+    masked = "Masked multi-head self-attention (look-ahead mask: no peeking at later positions)"
+    cross = "Cross-attention: queries from the decoder, keys and values from the encoder output"
+    position_wise = f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)"
+    repeated = f"repeated N={n} times (independent weights)"
+    linear = f"Linear: d_model → vocabulary ({d} → {config.target_vocab})"
+    if config.tie_weights:  # one table for both embeddings and the final linear layer
+        input_embedding = embedding + " (one table shared by both embeddings and the final linear layer)"
+        output_embedding = "shared with the input embedding"
+        linear_parameters = (
+            f"{_fmt(counts['generator'] - config.target_vocab * d)} (bias; the weight is the tied embedding)"
+        )
+    else:
+        input_embedding = output_embedding = embedding
+        linear_parameters = _fmt(counts["generator"])
+    tips = {  # block: (name, input, output, parameters, chapter)
+        "enc_embed": ("Input embedding", source_ids, src, input_embedding, 1),
+        "dec_embed": ("Output embedding", target_ids, tgt, output_embedding, 1),
         "enc_pos": ("Positional encoding (added)", src, src, "0 (fixed sinusoids)", 1),
         "dec_pos": ("Positional encoding (added)", tgt, tgt, "0 (fixed sinusoids)", 1),
-        "enc_attn": (
-            f"Multi-head self-attention ({config.heads} heads of scaled dot-product attention, d_k={config.d_k})",
-            f"Q = K = V: {src}",
-            src,
-            per_layer(counts["attention"]),
-            3,
-        ),
-        "enc_norm1": (
-            "Add & Norm: LayerNorm(x + Sublayer(x))",
-            f"x and Sublayer(x): {src}",
-            src,
-            per_layer(counts["layer_norm"]),
-            4,
-        ),
-        "enc_ffn": (
-            f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)",
-            src,
-            src,
-            per_layer(counts["feed_forward"]),
-            5,
-        ),
-        "enc_norm2": ("Add & Norm", f"x and Sublayer(x): {src}", src, per_layer(counts["layer_norm"]), 4),
-        "dec_self_attn": (
-            "Masked multi-head self-attention (look-ahead mask: no peeking at later positions)",
-            f"Q = K = V: {tgt}",
-            tgt,
-            per_layer(counts["attention"]),
-            6,
-        ),
-        "dec_norm1": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, per_layer(counts["layer_norm"]), 4),
-        "dec_cross_attn": (
-            "Cross-attention: queries from the decoder, keys and values from the encoder output",
-            f"Q {tgt}; K = V {src}",
-            tgt,
-            per_layer(counts["attention"]),
-            7,
-        ),
-        "dec_norm2": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, per_layer(counts["layer_norm"]), 4),
-        "dec_ffn": (
-            f"Position-wise feed-forward ({d} → {config.d_ff} → {d}, ReLU)",
-            tgt,
-            tgt,
-            per_layer(counts["feed_forward"]),
-            5,
-        ),
-        "dec_norm3": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, per_layer(counts["layer_norm"]), 4),
-        "linear": (
-            f"Linear: d_model → vocabulary ({d} → {config.target_vocab})",
-            tgt,
-            shape(config.batch, config.target_len, config.target_vocab) + " logits",
-            (
-                f"{_fmt(counts['generator'] - config.target_vocab * d)} (bias; the weight is the tied embedding)"
-                if config.tie_weights
-                else _fmt(counts["generator"])
-            ),
-            8,
-        ),
-        "softmax": (
-            "Softmax over the vocabulary",
-            shape(config.batch, config.target_len, config.target_vocab) + " logits",
-            shape(config.batch, config.target_len, config.target_vocab) + " probabilities",
-            "0",
-            8,
-        ),
-        "encoder": (
-            f"Encoder layer, repeated N={n} times (independent weights)",
-            src,
-            src,
-            per_layer(counts["encoder_layer"]),
-            5,
-        ),
-        "decoder": (
-            f"Decoder layer, repeated N={n} times (independent weights)",
-            f"{tgt} and encoder output {src}",
-            tgt,
-            per_layer(counts["decoder_layer"]),
-            7,
-        ),
+        "enc_attn": (self_attention, f"Q = K = V: {src}", src, attention, 3),
+        "enc_norm1": ("Add & Norm: LayerNorm(x + Sublayer(x))", f"x and Sublayer(x): {src}", src, norm, 4),
+        "enc_ffn": (position_wise, src, src, ffn, 5),
+        "enc_norm2": ("Add & Norm", f"x and Sublayer(x): {src}", src, norm, 4),
+        "dec_self_attn": (masked, f"Q = K = V: {tgt}", tgt, attention, 6),
+        "dec_norm1": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, norm, 4),
+        "dec_cross_attn": (cross, f"Q {tgt}; K = V {src}", tgt, attention, 7),
+        "dec_norm2": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, norm, 4),
+        "dec_ffn": (position_wise, tgt, tgt, ffn, 5),
+        "dec_norm3": ("Add & Norm", f"x and Sublayer(x): {tgt}", tgt, norm, 4),
+        "linear": (linear, tgt, logits + " logits", linear_parameters, 8),
+        "softmax": ("Softmax over the vocabulary", logits + " logits", logits + " probabilities", "0", 8),
+        "encoder": (f"Encoder layer, {repeated}", src, src, encoder_layer, 5),
+        "decoder": (f"Decoder layer, {repeated}", f"{tgt} and encoder output {src}", tgt, decoder_layer, 7),
     }
 
     # Layout, in design units (y up, like the paper's Figure 1).
@@ -256,6 +203,8 @@ def architecture(
     dx0, dx1, dlane = 210, 346, 199  # decoder blocks and their residual lane
     ecx, dcx = (ex0 + ex1) / 2, (dx0 + dx1) / 2
     rows = {
+        "encoder": (8, 94, 172, 258, "frame", ""),
+        "decoder": (188, 94, 352, 332, "frame", ""),
         "enc_embed": (ex0, 24, ex1, 46, "embed", "Input embedding"),
         "enc_pos": (ex0, 58, ex1, 80, "positional", "+ Positional encoding"),
         "enc_attn": (ex0, 110, ex1, 142, "attention", "Multi-head\nattention"),
@@ -275,7 +224,7 @@ def architecture(
     }
     lit = set(PARTS[part]) if part else set()
     if part in ("full_transformer", "translating", "past_one_machine"):
-        lit = {*rows, "encoder", "decoder", "loop"}
+        lit = {*rows, "loop"}
 
     def tooltip(block_id):
         name, given, produced, params, number = tips[block_id]
@@ -292,47 +241,20 @@ def architecture(
 
     boxes = [
         Box(
-            "encoder",
-            "",
-            8,
-            94,
-            172,
-            258,
-            "frame",
-            tooltip("encoder"),
-            chapter_page(tips["encoder"][4]),
-            frame=True,
-            **state("encoder"),
-        ),
-        Box(
-            "decoder",
-            "",
-            188,
-            94,
-            352,
-            332,
-            "frame",
-            tooltip("decoder"),
-            chapter_page(tips["decoder"][4]),
-            frame=True,
-            **state("decoder"),
-        ),
-    ]
-    for block_id, (x0, y0, x1, y1, kind, label) in rows.items():
-        boxes.append(
-            Box(
-                block_id,
-                label,
-                x0,
-                y0,
-                x1,
-                y1,
-                kind,
-                tooltip(block_id),
-                chapter_page(tips[block_id][4]),
-                **state(block_id),
-            )
+            block_id,
+            label,
+            x0,
+            y0,
+            x1,
+            y1,
+            kind,
+            tooltip(block_id),
+            chapter_page(tips[block_id][4]),
+            frame=kind == "frame",
+            **state(block_id),
         )
+        for block_id, (x0, y0, x1, y1, kind, label) in rows.items()
+    ]
     # Highlighted blocks are drawn last, so their thick outline is never covered by a neighbour.
     boxes.sort(key=lambda box: (not box.frame, box.highlighted))
 

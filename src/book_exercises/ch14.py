@@ -63,10 +63,16 @@ def _as_number(got):
         return got
 
 
-def _describe_penalty(got, expected, case):
-    if not isinstance(got, torch.Tensor):
-        return f"return the penalty as a number (a float); got {type(got).__name__}"
-    return f"on {case.label}, the penalty is {float(expected):.4f}; got {float(got):.4f}"
+def _a_number(what: str, returned: str) -> dict:
+    """How a score is checked: as a float64 tensor, within 1e-9 of sacrebleu's, and the message
+    when it is not (``what`` it is, "the penalty", and how the reader returns it)."""
+
+    def describe(got, expected, case):
+        if not isinstance(got, torch.Tensor):
+            return f"return {what} as {returned}; got {type(got).__name__}"
+        return f"on {case.label}, {what} is {float(expected):.4f}; got {float(got):.4f}"
+
+    return dict(normalize=_as_number, describe=describe, atol=1e-9, rtol=1e-9)
 
 
 def _penalty_cases():
@@ -83,10 +89,7 @@ def _penalty_cases():
 @exercise(
     cases=_penalty_cases,
     success="matches sacrebleu's brevity penalty",
-    normalize=_as_number,
-    describe=_describe_penalty,
-    atol=1e-9,
-    rtol=1e-9,
+    **_a_number("the penalty", "a number (a float)"),
     mistakes=[
         Mistake(
             "the ratio is inverted: the penalty is exp(1 - r/c), reference length over output "
@@ -285,12 +288,6 @@ def _f_score(precision, recall, beta, swap=False):
     return (1 + beta**2) * precision * recall / (beta**2 * precision + recall)
 
 
-def _describe_chrf(got, expected, case):
-    if not isinstance(got, torch.Tensor):
-        return f"return chrF as a number (a float, in percent); got {type(got).__name__}"
-    return f"on {case.label}, chrF is {float(expected):.4f}; got {float(got):.4f}"
-
-
 def _chrf_cases():
     return [
         Case(("他供认了罪行。", "他供认了杀人的罪行。"), "他供认了罪行。 against 他供认了杀人的罪行。"),
@@ -305,11 +302,8 @@ def _chrf_cases():
 
 @exercise(
     cases=_chrf_cases,
-    normalize=_as_number,
-    describe=_describe_chrf,
-    atol=1e-9,
-    rtol=1e-9,
     success="matches sacrebleu's chrF",
+    **_a_number("chrF", "a number (a float, in percent)"),
     mistakes=[
         Mistake(
             "chrF weights recall twice as much as precision: the F-score with beta = 2, "
