@@ -28,7 +28,7 @@ class PlaygroundTask:
     (called with ``held_out=True`` for the held-out pairs), of make_model's keyword
     arguments and of train_model's (the chapter's fixed, seeded training: steps, seed,
     batch_size, ...). ``package_file``, if given, is where the package gets its own copy
-    of the trained weights (``transformer_book.training.pretrained_dates_model`` loads it).
+    of the trained weights (``transformer_book.pretrained_dates_model`` loads it).
     ``pretrained``, if given, is "module:name" of a function returning (model, history)
     of weights the package already ships, trained longer by a tool of their own: they
     are exported as they are, with ``training``'s options and the steps of their history.
@@ -57,17 +57,17 @@ PACKAGE_WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
 TASKS = [
     PlaygroundTask(  # chapter 9: train_model(dates_task(), **DATES_TRAINING)
         "dates",
-        "transformer_book.tasks:dates_task",
-        "transformer_book.training:DATES_CONFIG",
-        "transformer_book.training:DATES_TRAINING",
+        "transformer_book:dates_task",
+        "transformer_book:DATES_CONFIG",
+        "transformer_book:DATES_TRAINING",
         package_file=PACKAGE_WEIGHTS / "dates.pt",
     ),
     PlaygroundTask(  # chapter 12's run continued to 2,000 steps by tools/train_numbers.py
         "numbers",
-        "transformer_book.numerals:numbers_task",
-        "transformer_book.numerals:NUMBERS_CONFIG",
-        "transformer_book.numerals:NUMBERS_TRAINING",
-        pretrained="transformer_book.numerals:pretrained_numbers_model",
+        "transformer_book:numbers_task",
+        "transformer_book:NUMBERS_CONFIG",
+        "transformer_book:NUMBERS_TRAINING",
+        pretrained="transformer_book:pretrained_numbers_model",
     ),
 ]
 EXAMPLES = 3  # held-out sources shown on the page: ones it gets right, and one it gets

@@ -25,12 +25,9 @@ from transformer_book.validation import check_dropout_module, check_tensor
 def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
     """Check that a mask is boolean and broadcasts to the attention scores.
 
-    Raise a ValueError naming the shapes unless ``mask`` is boolean and broadcasts to
-    the scores.
-
-    Only boolean masks are accepted: an integer 0/1 mask or an additive float mask
-    (0 and -inf) would be read with a meaning we can only guess, and a wrong guess
-    silently inverts the mask.
+    A ValueError names the shapes. Only boolean masks are accepted: an integer 0/1 mask
+    or an additive float mask (0 and -inf) would be read with a meaning we can only
+    guess, and a wrong guess silently inverts the mask.
     """
     check_tensor("mask", mask)
     if mask.dtype != torch.bool:

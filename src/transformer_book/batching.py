@@ -18,12 +18,10 @@ def length_batches(
 ) -> list[list[int]]:
     """Group example indices into batches of at most ``max_tokens`` padded tokens.
 
-    Indices of examples, grouped so that a batch padded to its longest example holds
-    at most ``max_tokens`` tokens (batch size x longest length).
-
-    Examples are sorted by length (ties in random order), cut into batches, and the
-    batches shuffled; ``seed=None`` uses no randomness: ties in index order, batches in
-    length order.
+    A batch padded to its longest example holds at most ``max_tokens`` tokens (batch
+    size x longest length). Examples are sorted by length (ties in random order), cut
+    into batches, and the batches shuffled; ``seed=None`` uses no randomness: ties in
+    index order, batches in length order.
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
@@ -65,10 +63,7 @@ def padding_share(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> f
 def pad_rows(
     rows: Sequence[Sequence[int]], pad_id: int = 0, device="cpu"
 ) -> torch.Tensor:
-    """Pad token id lists of different lengths into one (batch, longest) tensor.
-
-    Token id lists of different lengths -> (batch, longest), padded with
-    ``pad_id``."""
+    """Pad token id lists of different lengths with ``pad_id``: (batch, longest)."""
     if not rows:
         raise ValueError("pad_rows needs at least one row; got none")
     longest = max(len(row) for row in rows)

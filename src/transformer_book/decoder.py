@@ -127,8 +127,8 @@ class DecoderLayer(nn.Module):
 class Decoder(nn.Module):
     """A stack of decoder layers attending to one memory, then a final layer norm.
 
-    A stack of num_layers copies of ``layer`` (independent weights), each attending
-    to the same memory, then a final layer norm (``final_norm=False`` leaves it out).
+    num_layers copies of ``layer`` (independent weights); ``final_norm=False`` leaves
+    the norm out.
     """
 
     def __init__(self, layer: DecoderLayer, num_layers: int, final_norm: bool = True):

@@ -129,7 +129,6 @@ def greedy_decode(
 ) -> torch.Tensor:
     """Decode by picking the most probable token at every step.
 
-    The most probable token at every step:
     source (batch, source) -> (batch, 1 + new).
 
     The output starts with ``start_id``. A sequence that has emitted ``end_id`` only

@@ -68,10 +68,8 @@ def sequence_log_prob(
 ) -> torch.Tensor:
     """Score each sequence's total log-probability in one teacher-forced pass.
 
-    Total log-probability of tokens[:, 1:] by one plain teacher-forced pass,
-    (batch,).
-
-    Tokens after the first ``end_id`` are not counted (decoders pad with it).
+    The log-probabilities of tokens[:, 1:], summed: (batch,), by the plain, uncached
+    model. Tokens after the first ``end_id`` are not counted (decoders pad with it).
     """
     decoder_input, following = tokens[:, :-1], tokens[:, 1:]  # (batch, t) each
     memory = model.encode(source, source_mask)  # (batch, source, d_model)
@@ -103,8 +101,8 @@ def mean_token_loss(
 ) -> float:
     """Compute the mean cross-entropy per target token over ``pairs``.
 
-    Cross-entropy per target token, teacher-forced and without smoothing, over
-    every translation in ``pairs`` (exp of it is the perplexity)."""
+    Teacher-forced and without smoothing, over every translation of each sentence;
+    its exp is the perplexity."""
     examples = translator.examples(pairs)
     pad_id = translator.target_vocab.pad_id
     model = translator.model

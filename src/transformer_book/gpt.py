@@ -56,8 +56,8 @@ class GPTConfig:
 class GPTLayer(nn.Module):
     """A decoder-only layer: masked self-attention, then the feed-forward network.
 
-    Chapter 7's decoder layer without cross-attention: masked self-attention, then
-    the feed-forward network, each inside a residual sublayer connection."""
+    Chapter 7's decoder layer without cross-attention; each part inside a residual
+    sublayer connection."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -174,8 +174,8 @@ class GPT(nn.Module):
 def causal_lm_loss(logits: torch.Tensor, tokens: torch.Tensor, pad_id: int | None = 0):
     """Compute the mean cross-entropy of predicting every next token.
 
-    Mean cross-entropy of every next token: the logits at position t against the
-    token at t + 1 (the shift), padding targets left out."""
+    The logits at position t against the token at t + 1 (the shift), padding targets
+    left out."""
     if logits.shape[:2] != tokens.shape:
         raise ValueError(
             f"logits (batch, seq, vocab) {tuple(logits.shape)} and tokens (batch, seq) "

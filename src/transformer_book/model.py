@@ -112,8 +112,8 @@ class Transformer(nn.Module):
     def new_caches(self) -> list[dict]:
         """Make empty key/value caches, one per decoder layer.
 
-        Empty key/value caches for decoding one token at a time, one per decoder
-        layer: a growing one for self-attention, a static one for cross-attention."""
+        For decoding one token at a time: a growing one for self-attention, a static
+        one for cross-attention."""
         return [{"self": {}, "cross": {"static": True}} for _ in self.decoder.layers]
 
     def forward(
@@ -291,9 +291,9 @@ from transformer_book.shipped import load_weights
 def pretrained_dates_model(device="cpu") -> tuple[Transformer, list[dict]]:
     """Load the dates model shipped with the package, and its history.
 
-    (model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, from the
-    weights shipped with the package (``weights/dates.pt``, written on a CPU by
-    tools/export_playground.py); the model in eval mode, on ``device``."""
+    (model, history) of ``train_model(dates_task(), **DATES_TRAINING)``, written on a
+    CPU by tools/export_playground.py (``weights/dates.pt``); the model in eval mode,
+    on ``device``."""
     saved = load_weights("dates.pt")
     model = make_model(saved["source_vocab"], saved["target_vocab"], **saved["config"])
     model.load_state_dict(saved["state_dict"])

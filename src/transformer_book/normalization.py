@@ -62,9 +62,6 @@ class LayerNorm(nn.Module):
 class SublayerConnection(nn.Module):
     """A residual connection around a sublayer, with a post- or pre-norm.
 
-    A residual connection around a sublayer, with layer norm after it (post-norm)
-    or before it (pre-norm).
-
     post-norm (the paper, norm_first=False):  LayerNorm(x + Dropout(sublayer(x)))
     pre-norm (norm_first=True):               x + Dropout(sublayer(LayerNorm(x)))
     A stack of pre-norm sublayers needs a final LayerNorm; a post-norm stack's output

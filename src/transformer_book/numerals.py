@@ -35,11 +35,9 @@ LARGEST = 999_999_999  # nine digits: the 亿 group holds one digit
 def english_words(number: int) -> list[str]:
     """Spell out a number in British English words, one token per word.
 
-    British English, one token per word: 12305 -> twelve thousand three hundred and
-    five.
-
-    "and" follows "hundred" when tens or units follow, and joins a last group below 100
-    to a larger part (1005: one thousand and five). "twenty-five" is two tokens.
+    12305 -> twelve thousand three hundred and five. "and" follows "hundred" when tens
+    or units follow, and joins a last group below 100 to a larger part (1005: one
+    thousand and five). "twenty-five" is two tokens.
     """
     if not 1 <= number <= LARGEST:
         raise ValueError(f"number must be in 1..{LARGEST:,}; got {number}")
@@ -160,9 +158,9 @@ NUMBERS_WEIGHTS = "numbers.pt"
 def pretrained_numbers_model(step: int | None = None, device="cpu"):
     """Load the longer-trained number model and its loss history.
 
-    (model, history) of the number model trained longer by tools/train_numbers.py:
-    the checkpoint after ``step`` steps (default: the last), in evaluation mode on
-    ``device``, and the run's loss history up to that step."""
+    (model, history) as tools/train_numbers.py wrote them: the checkpoint after ``step``
+    steps (default: the last), in evaluation mode on ``device``, and the run's loss
+    history up to that step."""
     from transformer_book.model import make_model
 
     saved = load_weights(NUMBERS_WEIGHTS)

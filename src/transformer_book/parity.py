@@ -74,10 +74,9 @@ from transformer_book.encoder import EncoderLayer
 def check_torch_layer(ours: nn.Module, theirs: nn.Module) -> None:
     """Check that PyTorch's layer ``theirs`` computes the same function as ours.
 
-    Raise a ValueError, naming both values, unless PyTorch's encoder or decoder layer
-    ``theirs`` computes the same function as our ``ours``: the same d_model, heads and
-    d_ff, the same norm placement, a ReLU, and the same eps in every layer norm. Chapter
-    7's decoder loader reuses it.
+    Raise a ValueError naming both values unless PyTorch's encoder or decoder layer has
+    the same d_model, heads and d_ff, the same norm placement, a ReLU, and the same eps
+    in every layer norm. Chapter 7's decoder loader reuses it.
     """
     our_sizes = (ours.self_attn.d_model, ours.self_attn.heads, ours.feed_forward.d_ff)
     their_sizes = (
@@ -220,10 +219,10 @@ def load_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> Transfo
 def check_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> None:
     """Check that load_torch_transformer can copy theirs into ours.
 
-    Raise unless load_torch_transformer can make ours compute what theirs computes,
-    naming what differs: another kind of model (TypeError); the number of layers, the
-    norm placement or the final norms; then, layer by layer, the sizes, activation and
-    layer-norm eps (chapter 5's check), and the eps of the final norms (ValueError).
+    The error names what differs: another kind of model (TypeError); the number of
+    layers, the norm placement or the final norms; then, layer by layer, the sizes,
+    activation and layer-norm eps (chapter 5's check), and the eps of the final norms
+    (ValueError).
     """
     check_kinds(ours, theirs, Transformer, nn.Transformer)
     pairs = {
@@ -401,8 +400,8 @@ def hf_parameter_pairs(
 def gpt_from_hf(theirs) -> GPT:
     """Build our GPT holding a copy of a Hugging Face GPT-2 model's weights.
 
-    Our GPT with GPT-2's configuration, holding a copy of a Hugging Face
-    ``GPT2LMHeadModel``'s weights, in their dtype and on their device."""
+    ``GPT2LMHeadModel``'s configuration and weights, in their dtype and on their
+    device."""
     config = _config_from_hf(theirs)
     reference = next(theirs.parameters())
     ours = GPT(config).to(device=reference.device, dtype=reference.dtype)

@@ -37,9 +37,8 @@ def train_lm(
 ):
     """Train a GPT on the poems; return the training loss of every step.
 
-    Train a GPT on the poems for ``steps`` seeded random batches with AdamW (the
-    learning rate warmed up over the first tenth, then decayed linearly to zero);
-    returns the training loss of every step. ``evaluate``, if given, is called as
+    ``steps`` seeded random batches, AdamW, the learning rate warmed up over the
+    first tenth, then decayed linearly to zero. ``evaluate``, if given, is called as
     ``evaluate(step, model)`` before the first step and after every ``eval_every``
     steps and the last (nanoGPT's ``estimate_loss``); training then goes on in train
     mode, its batches and losses unchanged."""
@@ -201,9 +200,9 @@ HISTORY_FILE = "tang_poet_history.json"
 def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
     """Train a poet with the shipped poet's recipe; return (Poet, losses).
 
-    The shipped poet's recipe: the vocabulary of the training poems, a GPT of
-    ``POET_CONFIG`` seeded with ``seed``, ``train_lm`` with ``POET_TRAINING`` (any
-    argument given replaces its value). Returns (Poet, losses)."""
+    The vocabulary of the training poems, a GPT of ``POET_CONFIG`` seeded with
+    ``seed``, ``train_lm`` with ``POET_TRAINING`` (any argument given replaces its
+    value)."""
     settings = dict(POET_TRAINING)
     given = dict(steps=steps, batch_size=batch_size, lr=lr, seed=seed)
     settings.update({key: value for key, value in given.items() if value is not None})

@@ -134,9 +134,8 @@ MERGES_FILE = "tatoeba_en_merges.txt"  # in transformer_book/data/
 def read_merges(path: str | Path | None = None) -> list[tuple[str, str]]:
     """Read byte-pair merges from a file of "left right" lines, in order.
 
-    Merges from a file of "left right" lines, in order (default: the 2,000 merges
-    the package ships: ``learn_bpe`` on the English side of the Tatoeba training split,
-    written by tools/train_translator.py)."""
+    By default the 2,000 merges the package ships: ``learn_bpe`` on the English side of
+    the Tatoeba training split, written by tools/train_translator.py."""
     if path is None:
         name = MERGES_FILE
         text = shipped_file("data", MERGES_FILE).read_text("utf-8")

@@ -90,8 +90,7 @@ class Translator:
     def source_ids(self, sentence: str) -> list[int]:
         """Encode an English sentence as token ids, or explain why not.
 
-        An English sentence's token ids, or a ValueError saying why it cannot be
-        translated."""
+        The ValueError says why the sentence cannot be translated."""
         if not isinstance(sentence, str):
             raise TypeError(f"a sentence is a str; got {type(sentence).__name__}")
         # Full-width letters, ligatures and the like become their plain forms, as
@@ -265,8 +264,8 @@ def corpus_scores(
 ) -> dict[str, float]:
     """Score ``hypotheses`` against the references with BLEU and chrF.
 
-    sacrebleu's BLEU (over characters: ``tokenize="zh"``) and chrF of
-    ``hypotheses`` against every reference of each sentence."""
+    BLEU over characters (``tokenize="zh"``), both sacrebleu's, against every
+    reference of each sentence."""
     import sacrebleu  # only scoring needs it, not the model
 
     if len(hypotheses) != len(references) or not references:
@@ -293,8 +292,8 @@ TRANSLATOR_WEIGHTS = "tatoeba_en_zh.pt"  # in transformer_book/weights/
 def translator_state(translator: Translator, dtype=torch.float16) -> dict:
     """Collect what it takes to rebuild ``translator``.
 
-    What it takes to rebuild ``translator``: its configuration, merges, vocabularies
-    and weights (stored as ``dtype``: half precision halves the file)."""
+    Its configuration, merges, vocabularies and weights (stored as ``dtype``: half
+    precision halves the file)."""
     model = translator.model
     return {
         "config": translator.config,
@@ -326,8 +325,8 @@ def load_translator(saved: dict, device="cpu") -> Translator:
 def pretrained_translator(device="cpu") -> tuple[Translator, list[dict]]:
     """Load the translator that the package ships, and its history.
 
-    (translator, history) of the model the package ships, trained on the Tatoeba
-    training split by tools/train_translator.py: ``translate(sentences)``."""
+    (translator, history), trained on the Tatoeba training split by
+    tools/train_translator.py: ``translate(sentences)``."""
     saved = load_weights(TRANSLATOR_WEIGHTS)
     return load_translator(saved, device), saved["history"]
 
@@ -343,9 +342,9 @@ def train_recipe(
 ) -> tuple[Translator, Translator, list[dict]]:
     """Train a translator as the shipped one was.
 
-    Train a translator as the shipped one was: a seeded ``TRANSLATION_CONFIG``
-    model, ``train_translator`` with ``TRANSLATION_TRAINING`` (entries replaced by
-    ``changes``, e.g. ``smoothing=0.0``), then the last checkpoints averaged.
+    A seeded ``TRANSLATION_CONFIG`` model, ``train_translator`` with
+    ``TRANSLATION_TRAINING`` (entries replaced by ``changes``, e.g. ``smoothing=0.0``),
+    then the last checkpoints averaged.
 
     Returns (averaged, last, history): the averaged translator in eval mode on
     ``device``, the translator as training left it, and the history per epoch.
