@@ -67,7 +67,7 @@ TASKS = [
         "transformer_book:numbers_task",
         "transformer_book:NUMBERS_CONFIG",
         "transformer_book:NUMBERS_TRAINING",
-        pretrained="transformer_book:pretrained_numbers_model",
+        pretrained="transformer_book.numerals:pretrained_numbers_model",  # as numbers.json records it
     ),
 ]
 EXAMPLES = 3  # held-out sources shown on the page: ones it gets right, and one it gets
