@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from test_model import END, PAD, START, small_model  # chapter 9's small model (in training mode)
+from test_model import END, PAD, START, small_model  # chapter 9's small model, made in training mode
 from transformer_book import (
     Decoder,
     DecoderLayer,

@@ -21,6 +21,15 @@ def _up(x, y0, y1, **kwargs):
     return Arrow([(x, y0), (x, y1)], **kwargs)
 
 
+def _column(x, boxes: list[Box], start: float | None = None, end: float | None = None) -> list[Arrow]:
+    """Arrows up the column at ``x`` through ``boxes`` (bottom to top): from ``start`` (if given) into
+    the first box, from each box into the next, and from the last one up to ``end`` (if given)."""
+    stops = [y for box in boxes for y in (box.y0, box.y1)]
+    stops = [start, *stops] if start is not None else stops[1:]
+    stops = [*stops, end] if end is not None else stops[:-1]
+    return [_up(x, low, high) for low, high in zip(stops[::2], stops[1::2])]
+
+
 def attention_diagram(config: Config = None, *, masked: bool = True, width: float | None = None):
     """Scaled dot-product attention (the paper's Figure 2, left): MatMul, Scale, Mask, Softmax, MatMul."""
     c = as_config(config)
@@ -73,9 +82,7 @@ def attention_diagram(config: Config = None, *, masked: bool = True, width: floa
         Note(scores, 126, 86, "left"),
         Note(qs + " output", 165, 282, "center", 10, TEXT),
     ]
-    steps = [74, 98, 120, 144, 166, 190, 212, 236] if masked else [74, 98, 120, 190, 212, 236]
-    arrows = [_up(70, 22, 52), _up(170, 22, 52), Arrow([(290, 22), (290, 236)])]
-    arrows += [_up(120, low, high) for low, high in zip(steps[::2], steps[1::2])]
+    arrows = [_up(70, 22, 52), _up(170, 22, 52), Arrow([(290, 22), (290, 236)]), *_column(120, boxes)]
     arrows.append(_up(165, 258, 274))
     description = (
         "Diagram: scaled dot-product attention, bottom to top. Q and K are multiplied (MatMul, Q times K "
@@ -217,15 +224,7 @@ def _add_norm_panel(pre_norm: bool, c: ModelConfig, panel_width: float):
             Box("drop", "Dropout", x0, 130, x1, 150, "op", {"step": "dropout on the update", "shape": seq}),
             Box("add", "+  add", 62, 172, 122, 192, "op", {"step": "x + update: the residual stream", "shape": seq}),
         ]
-        arrows = [
-            _up(cx, 14, 40),
-            _up(cx, 62, 84),
-            _up(cx, 110, 130),
-            _up(cx, 150, 172),
-            _up(cx, 192, 226),
-            Arrow([(cx, 26), (lane, 26), (lane, 182), (62, 182)], color=HIGHLIGHT),
-        ]
-        formula, note = "x + Sublayer(LayerNorm(x))", "the stack needs a final LayerNorm"
+        formula, note, joins = "x + Sublayer(LayerNorm(x))", "the stack needs a final LayerNorm", 182
     else:
         boxes = [
             Box("sub", "Sub-layer", x0, 40, x1, 66, "attention", {"step": "attention or feed-forward", "shape": seq}),
@@ -233,15 +232,9 @@ def _add_norm_panel(pre_norm: bool, c: ModelConfig, panel_width: float):
             Box("add", "+  add", 62, 128, 122, 148, "op", {"step": "x + Sublayer(x)", "shape": seq}),
             Box("norm", "LayerNorm", x0, 170, x1, 192, "norm", {"step": "normalise the sum", "shape": seq}),
         ]
-        arrows = [
-            _up(cx, 14, 40),
-            _up(cx, 66, 86),
-            _up(cx, 106, 128),
-            _up(cx, 148, 170),
-            _up(cx, 192, 226),
-            Arrow([(cx, 26), (lane, 26), (lane, 138), (62, 138)], color=HIGHLIGHT),
-        ]
-        formula, note = "LayerNorm(x + Sublayer(x))", "the paper's order"
+        formula, note, joins = "LayerNorm(x + Sublayer(x))", "the paper's order", 138
+    residual = Arrow([(cx, 26), (lane, 26), (lane, joins), (62, joins)], color=HIGHLIGHT)  # into the add
+    arrows = [*_column(cx, boxes, start=14, end=226), residual]
     notes = [
         Note("x", cx, 7, "center", 11, TEXT, True),
         Note("residual", lane + 3, 118 if pre_norm else 96, "left", 9, HIGHLIGHT),
@@ -285,72 +278,31 @@ def feed_forward_diagram(config: Config = None, *, width: float | None = None):
     narrow = wide * c.d_model / max(c.d_ff, c.d_model)
     centre = 180
 
-    def span(w):
-        return centre - w / 2, centre + w / 2
-
     inner = shape(c.batch, "seq", c.d_ff)
     outer = shape(c.batch, "seq", c.d_model)
     first = c.d_model * c.d_ff + c.d_ff
     second = c.d_ff * c.d_model + c.d_model
+    stack = [  # bottom to top: id, label, width, y0, y1, kind, step, shape, parameters
+        ("x", f"x  ({c.d_model})", narrow, 26, 46, "tensor", "one position's vector (every position alike)", outer, 0),
+        ("w1", f"Linear W1: {c.d_model} → {c.d_ff}", wide, 72, 94, "linear", "expand", inner, first),
+        ("relu", "ReLU  max(0, ·)", wide, 116, 136, "op", "keep the positive part", inner, 0),
+        ("w2", f"Linear W2: {c.d_ff} → {c.d_model}", wide, 160, 182, "linear", "project back", outer, second),
+        ("y", f"output  ({c.d_model})", narrow, 208, 228, "tensor", "same shape as the input", outer, 0),
+    ]
     boxes = [
         Box(
-            "x",
-            f"x  ({c.d_model})",
-            *span(narrow)[:1],
-            26,
-            span(narrow)[1],
-            46,
-            "tensor",
-            {"step": "one position's vector (every position alike)", "shape": outer, "parameters": "0"},
-        ),
-        Box(
-            "w1",
-            f"Linear W1: {c.d_model} → {c.d_ff}",
-            *span(wide)[:1],
-            72,
-            span(wide)[1],
-            94,
-            "linear",
-            {"step": "expand", "shape": inner, "parameters": f"{first:,}"},
-        ),
-        Box(
-            "relu",
-            "ReLU  max(0, ·)",
-            *span(wide)[:1],
-            116,
-            span(wide)[1],
-            136,
-            "op",
-            {"step": "keep the positive part", "shape": inner, "parameters": "0"},
-        ),
-        Box(
-            "w2",
-            f"Linear W2: {c.d_ff} → {c.d_model}",
-            *span(wide)[:1],
-            160,
-            span(wide)[1],
-            182,
-            "linear",
-            {"step": "project back", "shape": outer, "parameters": f"{second:,}"},
-        ),
-        Box(
-            "y",
-            f"output  ({c.d_model})",
-            *span(narrow)[:1],
-            208,
-            span(narrow)[1],
-            228,
-            "tensor",
-            {"step": "same shape as the input", "shape": outer, "parameters": "0"},
-        ),
+            box_id,
+            label,
+            centre - w / 2,
+            y0,
+            centre + w / 2,
+            y1,
+            kind,
+            {"step": step, "shape": out, "parameters": f"{count:,}"},
+        )
+        for box_id, label, w, y0, y1, kind, step, out, count in stack
     ]
-    arrows = [
-        _up(centre, 8, 26),
-        _up(centre, 46, 72),
-        _up(centre, 94, 116),
-        _up(centre, 136, 160),
-        _up(centre, 182, 208),
-    ]
+    arrows = _column(centre, boxes, start=8)
     notes = [
         Note(inner, centre + 4, 105, "left"),
         Note(inner, centre + 4, 148, "left"),
