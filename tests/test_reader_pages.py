@@ -46,6 +46,15 @@ def test_chinese_summary_paragraphs_are_single_lines(chapter):
         assert len(lines) == 1, f"{chapter.name}: a line break inside a paragraph: {lines[0][-20:]!r}"
 
 
+@pytest.mark.parametrize("page", ["playground.md", "playground_poems.md"])
+def test_playground_chinese_paragraphs_are_single_lines(page):
+    text = (BOOK / page).read_text(encoding="utf-8")
+    summary = text[text.index("## 中文小结") :].split("\n## ")[0]
+    for paragraph in summary.split("\n\n")[1:]:
+        lines = paragraph.strip().split("\n")
+        assert len(lines) == 1, f"{page}: a line break inside a paragraph: {lines[0][-20:]!r}"
+
+
 def glossary_tables() -> dict[str, list[dict[str, str]]]:
     """The glossary's tables as rows of {column header: cell}, keyed by their first header."""
     tables: dict[str, list[dict[str, str]]] = {}
@@ -71,7 +80,8 @@ def names(cell: str) -> set[str]:
 
 
 def test_glossary_entries_for_the_chinese_reader():
-    english, chinese = glossary_tables().values()
+    tables = glossary_tables()
+    english, chinese = tables["English"], tables["中文"]
     assert english and chinese
     english_terms = set().union(*(names(row[next(iter(row))]) for row in english))
     for term in ("token", "cross-entropy", "dropout", "byte-pair encoding", "perplexity", "greedy decoding"):
