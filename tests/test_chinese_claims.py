@@ -1,7 +1,7 @@
 """Every number in a chapter's Chinese text is a tested claim, or a constant that says why it is not.
 
 The 中文小结 of chapters 1 to 15 is read, with its math (``$...$``) and code (`` `...` ``) set aside, and
-chapter references (第 N 章) too. Each number left, an Arabic figure or a Chinese one with a comparison
+chapter references (第 N 章) and list numbers too. Each number left, an Arabic figure or a Chinese one with a comparison
 word (三分之二, 一百倍, 一个百分点, 约一半), must lie inside the prose of a claim registered in
 tests/prose_claims/NN_name.json (whose number tests/test_prose_claims.py finds in the computing cell's
 output), or inside a piece of tests/chinese_numbers.json, which says why it measures nothing (a date,
@@ -24,7 +24,7 @@ from notebooks import sources
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(path for path in (REPO_ROOT / "book").glob("[0-9][0-9]_*.ipynb") if int(path.name[:2]) <= 15)
 CONSTANTS = json.loads((REPO_ROOT / "tests" / "chinese_numbers.json").read_text(encoding="utf-8"))
-SET_ASIDE = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|第 \d+ 章", flags=re.DOTALL)
+SET_ASIDE = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|第 \d+ 章|^\d+\. ", flags=re.DOTALL | re.MULTILINE)
 NUMBER = re.compile(
     r"(?<![A-Za-z_\-/.\d])\d[\d,]*(?:\.\d+)?%?(?![A-Za-z_\d])"  # not inside GPT-2, float64, d_model
     r"|[一二两三四五六七八九十百千万]+(?:分之[一二三四五六七八九十]+|倍|个百分点)|约一半"
@@ -32,7 +32,7 @@ NUMBER = re.compile(
 
 
 def chinese_summary(chapter: Path) -> str:
-    found = [text for text in sources(chapter, "markdown") if text.startswith("## 中文小结")]
+    found = [text for text in sources(chapter, "markdown") if text.startswith(("## 中文小结", "## 中文导读"))]
     assert len(found) == 1, f"{chapter.name}: {len(found)} 中文小结 cells"
     return found[0]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import glossary
+from notebooks import sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOK = REPO_ROOT / "book"
@@ -38,6 +39,28 @@ def test_the_glossary_is_written_from_the_terms():
     assert (BOOK / "glossary.md").read_text(encoding="utf-8") == glossary.render(glossary.load_terms()), (
         "book/glossary.md is not what book/terms.yml gives: run python tools/glossary.py"
     )
+
+
+GUIDED = [
+    path
+    for path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+    if any(text.startswith("## 中文导读") for text in sources(path, "markdown"))
+]
+
+
+def test_the_chapters_with_a_chinese_guide():
+    """Chapters 9 to 12 have their 中文导读 (the others still end with a 中文小结)."""
+    assert {"09", "10", "11", "12"} <= {path.name[:2] for path in GUIDED}
+
+
+@pytest.mark.parametrize("chapter", GUIDED, ids=lambda path: path.stem)
+def test_a_chinese_guide_has_its_shape_and_the_chapter_s_terms(chapter):
+    """A 中文导读 has 要点, 本章结果, 本章术语 (the line terms.yml gives) and 思考题, in that order."""
+    text = next(text for text in sources(chapter, "markdown") if text.startswith("## 中文导读"))
+    places = [text.find(f"**{part}**") for part in ("要点", "本章结果", "本章术语", "思考题")]
+    assert -1 not in places and places == sorted(places), f"{chapter.stem}: parts at {places}"
+    line = glossary.chapter_terms(glossary.load_terms(), int(chapter.name[:2]))
+    assert line in text.splitlines(), f"{chapter.stem}: its 本章术语 line is not\n{line}"
 
 
 def test_the_terms_refuse_a_term_that_is_also_dropped(tmp_path):

@@ -9,7 +9,8 @@ chapters to d2l-zh's sections. The page shows three views of it: the English glo
     python tools/glossary.py          # rewrite book/glossary.md
     python tools/glossary.py --check  # exit 1 if book/glossary.md is not what terms.yml gives
 
-tests/test_glossary.py runs the check, and refuses the `dropped` names in the book's Chinese text.
+tests/test_glossary.py runs the check, and refuses the `dropped` names in the book's Chinese text;
+``chapter_terms`` gives the 本章术语 line of a chapter's 中文导读, which the test compares too.
 """
 
 from __future__ import annotations
@@ -119,6 +120,16 @@ def render(data: dict) -> str:
     for row in data["d2l_sections"]:
         lines.append(f"| {row['section']} | {section_chapters(row['chapters'])} |\n")
     return "".join(lines).replace("|  |", "| |")
+
+
+def chapter_terms(data: dict, chapter: int) -> str:
+    """The 本章术语 line of a chapter's 中文导读: each term the chapter explains, 中文（English）."""
+    names = []
+    for term in data["terms"]:
+        if chapter in term["chapters"]:
+            chinese = "、".join(term["zh"])
+            names.append(chinese if chinese == term["en"] else f"{chinese}（{term['en']}）")
+    return "**本章术语**：" + "；".join(names) + "。"
 
 
 def main() -> int:
