@@ -158,7 +158,9 @@ def test_chinese_words_of_the_summaries_are_found(query):
     containing = {
         f"book/{chapter.stem}"
         for chapter in CHAPTERS
-        if any(text.startswith("## 中文小结") and query in text for text in sources(chapter, "markdown"))
+        if any(
+            text.startswith(("## 中文小结", "## 中文导读")) and query in text for text in sources(chapter, "markdown")
+        )
     }
     assert containing, f"no 中文小结 contains {query!r}"
     assert containing <= found(index, query)

@@ -39,11 +39,24 @@ def test_one_open_exercise_with_a_collapsed_discussion(chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_chinese_summary_paragraphs_are_single_lines(chapter):
-    summaries = [text for text in sources(chapter, "markdown") if text.startswith("## 中文小结")]
+    summaries = [text for text in sources(chapter, "markdown") if text.startswith(("## 中文小结", "## 中文导读"))]
     assert len(summaries) == 1, chapter.name
     for paragraph in summaries[0].split("\n\n")[1:]:
         lines = paragraph.split("\n")
-        assert len(lines) == 1, f"{chapter.name}: a line break inside a paragraph: {lines[0][-20:]!r}"
+        if len(lines) > 1:  # only a list has several lines: one item each (a 中文导读's 要点, 思考题)
+            for line in lines:
+                assert re.match(r"(\* |\d+\. )", line), (
+                    f"{chapter.name}: a line break inside a paragraph: {line[:20]!r}"
+                )
+
+
+@pytest.mark.parametrize("page", ["playground.md", "playground_poems.md"])
+def test_playground_chinese_paragraphs_are_single_lines(page):
+    text = (BOOK / page).read_text(encoding="utf-8")
+    summary = text[text.index("## 中文小结") :].split("\n## ")[0]
+    for paragraph in summary.split("\n\n")[1:]:
+        lines = paragraph.strip().split("\n")
+        assert len(lines) == 1, f"{page}: a line break inside a paragraph: {lines[0][-20:]!r}"
 
 
 def glossary_tables() -> dict[str, list[dict[str, str]]]:
@@ -71,7 +84,8 @@ def names(cell: str) -> set[str]:
 
 
 def test_glossary_entries_for_the_chinese_reader():
-    english, chinese = glossary_tables().values()
+    tables = glossary_tables()
+    english, chinese = tables["English"], tables["中文"]
     assert english and chinese
     english_terms = set().union(*(names(row[next(iter(row))]) for row in english))
     for term in ("token", "cross-entropy", "dropout", "byte-pair encoding", "perplexity", "greedy decoding"):
