@@ -166,6 +166,10 @@ def test_chinese_words_of_the_summaries_are_found(query):
     assert containing <= found(index, query)
 
 
+def test_beam_search_typed_in_chinese_finds_chapter_10():
+    assert "book/10_decoding" in found(search_index(), "束搜索")
+
+
 # --- Log scales in the stored charts ---------------------------------------------------------------
 
 SPEC_START = re.compile(r"\}\)\((?=\{)")

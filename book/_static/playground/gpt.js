@@ -114,7 +114,7 @@ export function checkPrompt(model, prompt, acrostic) {
     const which = unknown.length === 1 ? "this character" : "these characters";
     return {
       error:
-        `The poet does not know ${which}: ${named} （模型没学过这个字）. ` +
+        `The poet does not know ${which}: ${named} （模型没学过）. ` +
         `It learned ${count} characters from the Tang poems.`,
     };
   }
