@@ -37,6 +37,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
 - ``distributed`` (chapter 17): Training past one machine
+- ``cost`` (chapter 18): What training costs
 """
 
 from importlib import metadata as _metadata
@@ -55,6 +56,17 @@ from transformer_book.batching import (
     length_batches,
     pad_rows,
     padding_share,
+)
+from transformer_book.cost import (
+    MAKE_MODEL_SIZES,
+    PASSES,
+    encoder_decoder_flops,
+    flop_breakdown,
+    flop_counter,
+    flops_per_token,
+    has_bf16_matmul,
+    matmul_peak,
+    mfu,
 )
 from transformer_book.decoder import (
     Decoder,
@@ -338,6 +350,7 @@ __all__ = [
     "LAST_DAY",
     "LAUNCH_SCRIPT",
     "LAYOUTS",
+    "MAKE_MODEL_SIZES",
     "MAX_DIGITS",
     "MERGES_FILE",
     "MONTHS",
@@ -348,6 +361,7 @@ __all__ = [
     "NUMBERS_TRAINING",
     "NUMBERS_WEIGHTS",
     "ONES",
+    "PASSES",
     "POEM",
     "POEMS_FILE",
     "POEM_SPLIT_SEED",
@@ -439,14 +453,19 @@ __all__ = [
     "decode_loop",
     "decoder_only_scores",
     "draw_next",
+    "encoder_decoder_flops",
     "encoder_decoder_scores",
     "english_keys",
     "english_vocabulary",
     "english_words",
     "exact_match_accuracy",
+    "flop_breakdown",
+    "flop_counter",
+    "flops_per_token",
     "gpt_from_hf",
     "gradient_sync",
     "greedy_decode",
+    "has_bf16_matmul",
     "hf_config",
     "hf_parameter_pairs",
     "is_number",
@@ -465,8 +484,10 @@ __all__ = [
     "load_translator",
     "load_weights",
     "make_model",
+    "matmul_peak",
     "mean_token_loss",
     "merge_pair",
+    "mfu",
     "micro_batch_index",
     "number_is_held_out",
     "numbers_task",
