@@ -205,3 +205,22 @@ def test_peak_and_mfu_shapes():
     assert mfu(2e9, 0.5, 8e9) == pytest.approx(0.5)
     if has_bf16_matmul("cpu"):
         assert matmul_peak("cpu", torch.bfloat16, size=64, repeats=1) > 0
+
+
+def test_benchmark_training_reports_mfu_against_a_peak_of_the_same_run(monkeypatch, capsys):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "benchmark_training.py"
+    spec = importlib.util.spec_from_file_location("benchmark_training", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    tiny = "--steps 2 --warmup 0 --d-model 8 --heads 2 --layers 1 --d-ff 16 --vocab 20 --batch 2 --length 4"
+    monkeypatch.setattr(sys, "argv", ["benchmark_training.py", *tiny.split(), "--peak-size", "32"])
+    assert script.main() == 0
+    printed = capsys.readouterr().out
+    assert "measured in this run" in printed
+    for name in ("ours", "nn.Transformer"):
+        line = next(line for line in printed.splitlines() if line.startswith(name + " "))
+        assert "tokens/s" in line and "GFLOP/s" in line and "MFU " in line
