@@ -1,6 +1,7 @@
-"""tools/train_scaling_sweep.py (a scaffold, not run yet): its steps reach each budget and no more than
-one step past it, counted with chapter 18's flops_per_token on the batches train_lm draws; its IsoFLOP
-fit recovers a known law from synthetic runs; too few budgets are refused by name."""
+"""tools/train_scaling_sweep.py and tools/speed_ladder.py (scaffolds, not run yet): the sweep's steps reach
+each budget and no more than one step past it, counted with chapter 18's flops_per_token on the batches
+train_lm draws; its IsoFLOP fit recovers a known law from synthetic runs; too few budgets are refused by
+name; the ladder lists its rungs."""
 
 import math
 
@@ -48,3 +49,11 @@ def test_the_fit_recovers_a_known_law():
 def test_one_budget_is_no_law():
     with pytest.raises(ValueError, match="a law needs at least two budgets"):
         sweep.fit([{"budget": 1e12, "parameters": n, "loss": 3.0} for n in (1e5, 2e5, 4e5)])
+
+
+def test_the_speed_ladder_lists_its_rungs(capsys):
+    import speed_ladder
+
+    assert speed_ladder.main(["--plan"]) == 0
+    printed = capsys.readouterr().out
+    assert all(f"{rung}: " in printed for rung in speed_ladder.RUNGS)
