@@ -10,6 +10,12 @@ steps alternate between the two models, so a machine that slows down mid-run slo
 script prints the median tokens per second of each (source + target tokens per step / step time)
 and their ratio. A benchmark, not a test: the figures depend on the machine and its load.
 
+Beside tokens/s it prints each model's achieved FLOP/s and its model FLOPs utilisation (MFU, chapter
+18): the FLOPs of a step counted from the configuration (``encoder_decoder_flops``, padded positions
+included, as the model computes them; both models do the same products), over the step's time, over
+a float32 peak measured in the same run with ``matmul_peak`` on the same threads, before and after
+the steps (a machine whose load changed shows two different peaks; MFU is against the higher).
+
 ``--tatoeba`` replaces the random batches by chapter 14's real ones: the Tatoeba training pairs
 (English byte-pair tokens, Chinese characters, their real vocabularies) in length batches of at most
 ``--max-tokens`` tokens, with the shipped translator's configuration (TRANSLATION_CONFIG) unless the
@@ -29,7 +35,10 @@ from transformer_book import (
     EmbeddingWithPositions,
     LabelSmoothingLoss,
     OutputLayer,
+    encoder_decoder_flops,
     make_model,
+    matmul_peak,
+    mfu,
     padding_mask,
     sequence_loss,
     subsequent_mask,
@@ -116,6 +125,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--tatoeba", action="store_true", help="real Tatoeba length batches (chapter 14)")
     parser.add_argument("--max-tokens", type=int, default=1500, help="token budget of a --tatoeba batch")
+    parser.add_argument("--peak-size", type=int, default=1024, help="side of the matrices timed for the peak")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -148,7 +158,10 @@ def main() -> int:
     )
     print("parameters: " + ", ".join(f"{name} {count:,}" for name, count in counts.items()))
 
+    sizes = dict(num_layers=args.layers, d_model=args.d_model, d_ff=args.d_ff, heads=args.heads)
+    peak_before = matmul_peak("cpu", size=args.peak_size)
     generator = torch.Generator().manual_seed(0)
+    flops = []  # of each timed step, the same for both models
     seconds = {name: [] for name in runners}
     tokens = {name: [] for name in runners}
     for step in range(args.warmup + args.steps):
@@ -157,6 +170,9 @@ def main() -> int:
         else:
             source, target = random_batch(args.batch, args.length, args.vocab, generator)
         real_tokens = int((source != PAD).sum() + (target[:, 1:] != PAD).sum())
+        if step >= args.warmup:  # the decoder reads target[:, :-1]
+            parts = encoder_decoder_flops(sizes, target_vocab, source.size(1), target.size(1) - 1)
+            flops.append(source.size(0) * sum(parts.values()))
         order = list(runners) if step % 2 == 0 else list(reversed(runners))  # alternate who goes first
         for name in order:
             model, loss_of = runners[name]
@@ -175,10 +191,18 @@ def main() -> int:
         name: statistics.median(count / time_taken for count, time_taken in zip(tokens[name], seconds[name]))
         for name in runners
     }
+    peak_after = matmul_peak("cpu", size=args.peak_size)
+    peak = max(peak_before, peak_after)
+    print(
+        f"float32 peak of a {args.peak_size}x{args.peak_size} matrix product, measured in this run: "
+        f"{peak_before / 1e9:.1f} GFLOP/s before the steps, {peak_after / 1e9:.1f} after"
+    )
     for name in runners:
+        rate = statistics.median(count / time_taken for count, time_taken in zip(flops, seconds[name]))
+        utilisation = statistics.median(mfu(count, time_taken, peak) for count, time_taken in zip(flops, seconds[name]))
         print(
             f"{name:15s} median step {1000 * statistics.median(seconds[name]):7.1f} ms   "
-            f"{throughput[name]:9.0f} tokens/s"
+            f"{throughput[name]:9.0f} tokens/s   {rate / 1e9:6.1f} GFLOP/s   MFU {utilisation:.0%}"
         )
     print(f"ours / nn.Transformer: {throughput['ours'] / throughput['nn.Transformer']:.2f}x")
     return 0

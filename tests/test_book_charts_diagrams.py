@@ -32,6 +32,7 @@ EXPECTED_CHAPTERS = [
     "15_writing_poems",
     "16_modern_decoder",
     "17_past_one_machine",
+    "18_what_training_costs",
 ]
 SMALL = ModelConfig(
     d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3, source_len=7, target_len=5
@@ -93,13 +94,15 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
         assert page in EXPECTED_CHAPTERS, f"{page} is not a chapter"
     missing = sorted(page for page in pages if page not in listed)
     assert not missing, missing
-    # chapters 16 and 17 are linked from their own pages' maps only (the other pages' stored maps are
+    # chapters 16 to 18 are linked from their own pages' maps only (the other pages' stored maps are
     # unchanged)
-    assert pages == set(EXPECTED_CHAPTERS) - {"16_modern_decoder", "17_past_one_machine"}, (
+    own_page_only = {"16_modern_decoder", "17_past_one_machine", "18_what_training_costs"}
+    assert pages == set(EXPECTED_CHAPTERS) - own_page_only, (
         f"chapters without a link from the map: {set(EXPECTED_CHAPTERS) - pages}"
     )
     assert "16_modern_decoder.html" in hrefs(architecture(16).to_dict())
     assert "17_past_one_machine.html" in hrefs(architecture(17).to_dict())
+    assert "18_what_training_costs.html" in hrefs(architecture(18).to_dict())
 
 
 @pytest.mark.parametrize(
@@ -139,8 +142,8 @@ def test_every_chapter_highlights_something_and_names_it_in_the_title():
 def test_bad_highlight_names_the_value_and_the_choices():
     with pytest.raises(ValueError, match=r"multi_head_attention.*got highlight='attn'"):
         architecture("attn")
-    with pytest.raises(ValueError, match="highlight=18"):
-        architecture(18)
+    with pytest.raises(ValueError, match="highlight=99"):
+        architecture(99)
     assert resolve_highlight("book/06_masking.ipynb") == ("masking", 6)
 
 

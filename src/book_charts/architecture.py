@@ -32,6 +32,7 @@ CHAPTERS = {
     15: "15_writing_poems",
     16: "16_modern_decoder",
     17: "17_past_one_machine",
+    18: "18_what_training_costs",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -51,6 +52,7 @@ CHAPTER_TITLES = {
     15: "from translator to GPT: writing Tang poems",
     16: "from 2017 to today's models: RMSNorm, RoPE, SwiGLU, GQA",
     17: "past one machine: the translator on several processes",
+    18: "what training costs: FLOPs, the machine's peak, memory",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -98,6 +100,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     # norms, feed-forward, the output layer)
     "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3", "linear"),
     "past_one_machine": (),  # filled in below: everything, copied into every process
+    "what_training_costs": (),  # filled in below: everything, each product a cost
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -223,7 +226,7 @@ def architecture(
         "softmax": (dx0, 376, dx1, 396, "softmax", "Softmax"),
     }
     lit = set(PARTS[part]) if part else set()
-    if part in ("full_transformer", "translating", "past_one_machine"):
+    if part in ("full_transformer", "translating", "past_one_machine", "what_training_costs"):
         lit = {*rows, "loop"}
 
     def tooltip(block_id):
@@ -340,8 +343,9 @@ def architecture(
         (14, "Ch. 14: English to Chinese"),
         (15, "Ch. 15: a GPT writes poems"),
     ]
-    if chapter in (16, 17):  # shown on its own page (the other pages' stored maps stay as they are)
-        links.append((chapter, {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine"}[chapter]))
+    own_pages = {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine", 18: "Ch. 18: what training costs"}
+    if chapter in own_pages:  # shown on its own page (the other pages' stored maps stay as they are)
+        links.append((chapter, own_pages[chapter]))
     for row, (number, text) in enumerate(links):
         notes.append(
             Note(

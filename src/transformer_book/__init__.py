@@ -38,6 +38,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
 - ``distributed`` (chapter 17): Training past one machine
+- ``cost`` (chapter 18): What training costs
 """
 
 from importlib import metadata as _metadata
@@ -50,6 +51,7 @@ except _metadata.PackageNotFoundError:  # imported from src/ without being insta
 from transformer_book import (
     attention,
     batching,
+    cost,
     decoder,
     decoding,
     distributed,
@@ -78,6 +80,7 @@ from transformer_book import (
 )
 from transformer_book.attention import *
 from transformer_book.batching import *
+from transformer_book.cost import *
 from transformer_book.decoder import *
 from transformer_book.decoding import *
 from transformer_book.distributed import *
@@ -132,4 +135,5 @@ __all__ = (
     + poet.__all__
     + modern.__all__
     + distributed.__all__
+    + cost.__all__
 )
