@@ -30,13 +30,15 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
 - ``subwords`` (chapter 13): Subword tokens
-- ``batching`` (chapter 13): Batches of real sentences
+- ``batching`` (chapters 13, 17): Batches of real sentences
 - ``translation`` (chapter 14): English -> Chinese with the book's Transformer
 - ``poems`` (chapter 15): Tang poems
 - ``gpt`` (chapter 15): A decoder-only Transformer, GPT-style, built from the book's parts
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
 - ``distributed`` (chapter 17): Training past one machine
+- ``data_parallel`` (chapter 17): Data parallelism's machinery
+- ``checkpoint`` (chapter 17): Sharded checkpoints
 """
 
 from importlib import metadata as _metadata
@@ -52,9 +54,25 @@ from transformer_book.attention import (
     scaled_dot_product_attention,
 )
 from transformer_book.batching import (
+    batch_stream,
     length_batches,
+    micro_batch_index,
     pad_rows,
     padding_share,
+)
+from transformer_book.checkpoint import (
+    load_checkpoint,
+    random_state,
+    save_checkpoint,
+)
+from transformer_book.data_parallel import (
+    STRATEGIES,
+    BucketedDataParallel,
+    gather_objects,
+    parameter_sum,
+    process_bytes,
+    start_processes,
+    wrap_model,
 )
 from transformer_book.decoder import (
     Decoder,
@@ -74,27 +92,20 @@ from transformer_book.decoding import (
     top_p_filter,
 )
 from transformer_book.distributed import (
-    LAUNCH_SCRIPT,
     NORMALISATIONS,
     PRECISIONS,
+    DistributedRun,
     TranslationLoss,
     all_reduce_sum,
     autocast_context,
-    batch_stream,
     gradient_sync,
-    launch,
-    load_checkpoint,
-    micro_batch_index,
-    parameter_sum,
-    parse_arguments,
-    process_bytes,
-    save_checkpoint,
+    recipe,
+    resume_run,
     scaled_loss,
-    start_processes,
+    step_batches,
     train_distributed,
     train_steps,
     world,
-    wrap_model,
 )
 from transformer_book.encoder import (
     Encoder,
@@ -336,7 +347,6 @@ __all__ = [
     "HISTORY_FILE",
     "LARGEST",
     "LAST_DAY",
-    "LAUNCH_SCRIPT",
     "LAYOUTS",
     "MAX_DIGITS",
     "MERGES_FILE",
@@ -358,6 +368,7 @@ __all__ = [
     "PRECISIONS",
     "SPACED_WORD",
     "SPLIT_SIZES",
+    "STRATEGIES",
     "SWEEPS",
     "TATOEBA_FILE",
     "TATOEBA_SPLIT_SEED",
@@ -370,9 +381,11 @@ __all__ = [
     "WORD",
     "ZERO_CHANCE",
     "ActivationFeedForward",
+    "BucketedDataParallel",
     "BytePairEncoding",
     "Decoder",
     "DecoderLayer",
+    "DistributedRun",
     "EmbeddingWithPositions",
     "Embeddings",
     "Encoder",
@@ -444,13 +457,13 @@ __all__ = [
     "english_vocabulary",
     "english_words",
     "exact_match_accuracy",
+    "gather_objects",
     "gpt_from_hf",
     "gradient_sync",
     "greedy_decode",
     "hf_config",
     "hf_parameter_pairs",
     "is_number",
-    "launch",
     "learn_bpe",
     "length_batches",
     "length_penalized",
@@ -475,7 +488,6 @@ __all__ = [
     "padding_share",
     "paper_optimizer",
     "parameter_sum",
-    "parse_arguments",
     "perplexity",
     "poem_losses",
     "poem_split",
@@ -488,11 +500,14 @@ __all__ = [
     "pretrained_translator",
     "process_bytes",
     "random_number",
+    "random_state",
     "read_lines",
     "read_merges",
     "read_pairs",
     "read_poems",
+    "recipe",
     "regular_form",
+    "resume_run",
     "rotary_table",
     "rotate_half",
     "sample_decode",
@@ -506,6 +521,7 @@ __all__ = [
     "sinusoidal_table",
     "split_verses",
     "start_processes",
+    "step_batches",
     "subsequent_mask",
     "sweep_record",
     "swiglu_hidden",
