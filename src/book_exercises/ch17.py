@@ -1,12 +1,13 @@
 """Chapter 17 exercises: the bytes one process holds under FSDP, the loss scale of fp16
-training, and where a resumed run picks up the batch stream.
+training, where a resumed run picks up the batch stream, and the ring all-reduce.
 
     from book_exercises import check
     check(shard_bytes, device=device)
 
 Each check calls the reader's function on fixed inputs and compares it with what torch or the
 companion package does: ``torch.chunk``'s split of a parameter's rows (what FSDP2 does), the
-scale update ``torch.amp.GradScaler`` calls, and ``micro_batch_index``'s order of the stream.
+scale update ``torch.amp.GradScaler`` calls, ``micro_batch_index``'s order of the stream, and a
+ring all-reduce simulated step by step (its sums, and the values each process sends).
 """
 
 from __future__ import annotations
@@ -230,3 +231,78 @@ def resume_position(step, world_size, accumulate, batches_per_epoch):
     The epoch (from 1) and index in it of the stream's batch micro_batch_index gives first."""
     index = micro_batch_index(step, 0, 0, world_size, accumulate)
     return index // batches_per_epoch + 1, index % batches_per_epoch
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: the ring all-reduce
+
+
+def _ring(gradients, reduce_steps=None, gather=True, divide=False):
+    """The ring, with the mistakes as options: ``reduce_steps`` (N - 1), the all-gather, a mean."""
+    n = len(gradients)
+    chunks = [list(g.clone().chunk(n)) for g in gradients]
+    sent = [0] * n
+    for step in range(n - 1 if reduce_steps is None else reduce_steps):  # reduce-scatter
+        outgoing = [(r, (r - step) % n, chunks[r][(r - step) % n].clone()) for r in range(n)]
+        for r, c, piece in outgoing:
+            chunks[(r + 1) % n][c] += piece
+            sent[r] += piece.numel()
+    for step in range(n - 1 if gather else 0):  # all-gather: the finished chunks go round
+        outgoing = [(r, (r + 1 - step) % n, chunks[r][(r + 1 - step) % n].clone()) for r in range(n)]
+        for r, c, piece in outgoing:
+            chunks[(r + 1) % n][c] = piece
+            sent[r] += piece.numel()
+    results = [torch.cat(c) / (n if divide else 1) for c in chunks]
+    return results, sent
+
+
+def _ring_cases():
+    generator = torch.Generator().manual_seed(0)
+
+    def gradients(n, size):  # whole numbers: every order of the additions gives the same sums
+        return [torch.randint(-50, 50, (size,), generator=generator).double() for _ in range(n)]
+
+    return [
+        Case((gradients(2, 8),), "2 processes, 8 values each"),
+        Case((gradients(3, 12),), "3 processes, 12 values"),
+        Case((gradients(4, 10),), "4 processes, 10 values: chunks of 3, 3, 3, 1"),
+        Case((gradients(5, 20),), "5 processes, 20 values"),
+    ]
+
+
+@exercise(
+    cases=_ring_cases,
+    success="matches the ring's sums and the values each process sends",
+    mistakes=[
+        Mistake(
+            "every process sent its whole gradient to every other: correct sums, but (N - 1) × "
+            "size values each. The ring sends one chunk a step, 2(N - 1) chunks in all.",
+            lambda gradients: (
+                [sum(gradients[1:], gradients[0].clone()) for _ in gradients],
+                [(len(gradients) - 1) * g.numel() for g in gradients],
+            ),
+        ),
+        Mistake(
+            "after the reduce-scatter each process holds the sum of one chunk only: N - 1 more "
+            "steps must pass the finished chunks round the ring (the all-gather).",
+            lambda gradients: _ring(gradients, gather=False),
+        ),
+        Mistake(
+            "the reduce-scatter takes N - 1 steps, not N: a chunk has N summands, so it needs "
+            "N - 1 additions; one more adds a process's part twice.",
+            lambda gradients: _ring(gradients, reduce_steps=len(gradients)),
+        ),
+        Mistake(
+            "an all-reduce returns the sum; DDP divides by N itself (before or after), so return the sum.",
+            lambda gradients: _ring(gradients, divide=True),
+        ),
+    ],
+)
+def ring_all_reduce(gradients):
+    """(each process's result, the values each process sent) of a ring all-reduce (a sum).
+
+    ``gradients``: one 1-D tensor per process, all of one length. Cut each into N chunks
+    (``torch.chunk``). Reduce-scatter: for N - 1 steps, process r sends chunk (r - step) mod N
+    to process r + 1 (mod N), which adds it to its own. All-gather: for N - 1 steps, process r
+    sends chunk (r + 1 - step) mod N to process r + 1, which replaces its own with it."""
+    return _ring(gradients)

@@ -31,13 +31,15 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
 - ``subwords`` (chapter 13): Subword tokens
-- ``batching`` (chapter 13): Batches of real sentences
+- ``batching`` (chapters 13, 17): Batches of real sentences
 - ``translation`` (chapter 14): English -> Chinese with the book's Transformer
 - ``poems`` (chapter 15): Tang poems
 - ``gpt`` (chapter 15): A decoder-only Transformer, GPT-style, built from the book's parts
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
 - ``distributed`` (chapter 17): Training past one machine
+- ``data_parallel`` (chapter 17): Data parallelism's machinery
+- ``checkpoint`` (chapter 17): Sharded checkpoints
 - ``cost`` (chapter 18): What training costs
 """
 
@@ -51,7 +53,9 @@ except _metadata.PackageNotFoundError:  # imported from src/ without being insta
 from transformer_book import (
     attention,
     batching,
+    checkpoint,
     cost,
+    data_parallel,
     decoder,
     decoding,
     distributed,
@@ -80,7 +84,9 @@ from transformer_book import (
 )
 from transformer_book.attention import *
 from transformer_book.batching import *
+from transformer_book.checkpoint import *
 from transformer_book.cost import *
+from transformer_book.data_parallel import *
 from transformer_book.decoder import *
 from transformer_book.decoding import *
 from transformer_book.distributed import *
@@ -135,5 +141,7 @@ __all__ = (
     + poet.__all__
     + modern.__all__
     + distributed.__all__
+    + data_parallel.__all__
+    + checkpoint.__all__
     + cost.__all__
 )

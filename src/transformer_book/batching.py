@@ -71,9 +71,54 @@ def pad_rows(
     return torch.tensor(padded, dtype=torch.long, device=device)
 
 
+# %% book/17_past_one_machine.ipynb, cell 12
+from collections.abc import Iterator  # chapter 17: the stream, dealt out
+
+
+def batch_stream(
+    lengths: Sequence[int], max_tokens: int, seed: int = 0
+) -> Iterator[list[int]]:
+    """Length batches, epoch after epoch, shuffled as ``train_translator`` does.
+
+    Epoch e's batches are ``length_batches(lengths, max_tokens, seed * 1000 + e)``,
+    the order chapter 14 trains in; the stream never ends."""
+    epoch = 0
+    while True:
+        epoch += 1
+        yield from length_batches(lengths, max_tokens, seed=seed * 1000 + epoch)
+
+
+def micro_batch_index(
+    step: int, micro: int, rank: int, world_size: int, accumulate: int
+) -> int:
+    """The position in the batch stream of one process's micro-batch.
+
+    Step ``step`` (from 0) takes the next ``world_size * accumulate`` length batches
+    of the stream; micro-batch ``micro`` of process ``rank`` reads the one at
+    ``(step * accumulate + micro) * world_size + rank``. One process accumulating
+    ``accumulate * world_size`` micro-batches reads the same batches in the same step.
+    """
+    for name, value, low in (
+        ("world_size", world_size, 1),
+        ("accumulate", accumulate, 1),
+        ("step", step, 0),
+    ):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}; got {name}={value!r}")
+    if not 0 <= rank < world_size or not 0 <= micro < accumulate:
+        raise ValueError(
+            "need 0 <= rank < world_size and 0 <= micro < accumulate; got "
+            f"rank={rank}, world_size={world_size}, micro={micro}, "
+            f"accumulate={accumulate}"
+        )
+    return (step * accumulate + micro) * world_size + rank
+
+
 # %% the names this module exports (generated)
 __all__ = [
+    "batch_stream",
     "length_batches",
+    "micro_batch_index",
     "pad_rows",
     "padding_share",
 ]

@@ -2,68 +2,45 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/17_past_one_machine.ipynb, cell 12
-"""Training past one machine (chapter 17): length batches shared out among processes,
-the loss normalised by the global token count, gradient accumulation, mixed
-precision, a checkpoint that resumes exactly, and the bytes each process holds,
-on PyTorch's own engine (torch.distributed, DistributedDataParallel, FSDP2)."""
+# %% book/17_past_one_machine.ipynb, cell 19
+"""Training past one machine (chapter 17): the loss normalised by the global token
+count, gradient accumulation and mixed precision in the one training loop, and the
+run of chapter 14's recipe on several processes (torch.distributed, DDP, FSDP2),
+with the settings that torchrun's command line carries to every process."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import dataclasses
+import itertools
+import json
+import time
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
 
-from transformer_book.batching import length_batches, pad_rows
+from transformer_book.batching import batch_stream, micro_batch_index, pad_rows
+from transformer_book.checkpoint import load_checkpoint, save_checkpoint
+from transformer_book.data_parallel import (
+    STRATEGIES,
+    gather_objects,
+    parameter_sum,
+    process_bytes,
+    start_processes,
+    wrap_model,
+)
+from transformer_book.generator import LabelSmoothingLoss
 from transformer_book.masking import padding_mask, target_mask
+from transformer_book.subwords import read_merges
+from transformer_book.tatoeba import tatoeba_split
 from transformer_book.training import paper_optimizer, training_steps
+from transformer_book.translation import TRANSLATION_TRAINING, Translator
 
 NORMALISATIONS = ("tokens", "per_batch")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-def batch_stream(
-    lengths: Sequence[int], max_tokens: int, seed: int = 0
-) -> Iterator[list[int]]:
-    """Length batches, epoch after epoch, shuffled as ``train_translator`` does.
-
-    Epoch e's batches are ``length_batches(lengths, max_tokens, seed * 1000 + e)``,
-    the order chapter 14 trains in; the stream never ends."""
-    epoch = 0
-    while True:
-        epoch += 1
-        yield from length_batches(lengths, max_tokens, seed=seed * 1000 + epoch)
-
-
-def micro_batch_index(
-    step: int, micro: int, rank: int, world_size: int, accumulate: int
-) -> int:
-    """The position in the batch stream of one process's micro-batch.
-
-    Step ``step`` (from 0) takes the next ``world_size * accumulate`` length batches
-    of the stream; micro-batch ``micro`` of process ``rank`` reads the one at
-    ``(step * accumulate + micro) * world_size + rank``. One process accumulating
-    ``accumulate * world_size`` micro-batches reads the same batches in the same step.
-    """
-    for name, value, low in (
-        ("world_size", world_size, 1),
-        ("accumulate", accumulate, 1),
-        ("step", step, 0),
-    ):
-        if not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}; got {name}={value!r}")
-    if not 0 <= rank < world_size or not 0 <= micro < accumulate:
-        raise ValueError(
-            "need 0 <= rank < world_size and 0 <= micro < accumulate; got "
-            f"rank={rank}, world_size={world_size}, micro={micro}, "
-            f"accumulate={accumulate}"
-        )
-    return (step * accumulate + micro) * world_size + rank
-
-
-# %% book/17_past_one_machine.ipynb, cell 19
 def all_reduce_sum(value: float, device="cpu") -> float:
     """The sum of ``value`` over every process (itself when not distributed)."""
     if not (dist.is_available() and dist.is_initialized()):
@@ -134,7 +111,7 @@ def gradient_sync(model: torch.nn.Module, sync: bool):
     up locally: DDP's ``no_sync``, FSDP2's ``set_requires_gradient_sync``."""
     if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
         model.set_requires_gradient_sync(sync)
-    elif hasattr(model, "no_sync") and not sync:  # DDP
+    elif hasattr(model, "no_sync") and not sync:  # DDP, or the wrapper written below
         return model.no_sync()
     return contextlib.nullcontext()
 
@@ -144,6 +121,24 @@ def world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def step_batches(examples, batches, pad_id, steps, start, accumulate, device):
+    """This process's micro-batches, step after step, from ``start`` to ``steps``.
+
+    Each step is a list of (index in the stream, source, target, its real target
+    tokens, the step's tokens over every process), the count all-reduced."""
+    rank, world_size = world()
+    for step in range(start, steps):
+        micro = []
+        for k in range(accumulate):
+            index = micro_batch_index(step, k, rank, world_size, accumulate)
+            rows = [examples[i] for i in batches[index]]
+            source = pad_rows([s for s, _ in rows], pad_id, device)  # (batch, source)
+            target = pad_rows([t for _, t in rows], pad_id, device)  # (batch, target)
+            micro.append((index, source, target, int((target[:, 1:] != pad_id).sum())))
+        total = all_reduce_sum(float(sum(m[3] for m in micro)), device)
+        yield [(*m, total) for m in micro]
 
 
 def train_steps(
@@ -161,46 +156,26 @@ def train_steps(
     precision: str = "fp32",
     scaler=None,
     seed: int = 0,
+    reseed: bool = True,
     device="cpu",
 ) -> list[float]:
     """Train steps ``start`` to ``steps`` on this process's share of ``batches``.
 
-    ``model`` is a ``TranslationLoss``, bare or wrapped in DDP or FSDP; ``batches``
-    is the batch stream (index lists into ``examples``), read by
-    ``micro_batch_index``. Each step adds up ``accumulate`` micro-batches per
-    process, the gradient all-reduced on the last one only; dropout is seeded by
-    the micro-batch's place in the stream, so its masks do not depend on which
-    process reads it. Returns each step's mean loss per target token, over every
-    process's tokens.
-    """
-    rank, world_size = world()
-
-    def micro_batches():  # per step: [(index, source, target, tokens, global tokens)]
-        for step in range(start, steps):
-            indices = [
-                micro_batch_index(step, micro, rank, world_size, accumulate)
-                for micro in range(accumulate)
-            ]
-            # (batch, source) and (batch, target) for each micro-batch
-            pairs = [
-                (
-                    pad_rows([examples[i][0] for i in batches[index]], pad_id, device),
-                    pad_rows([examples[i][1] for i in batches[index]], pad_id, device),
-                )
-                for index in indices
-            ]
-            counts = [int((target[:, 1:] != pad_id).sum()) for _, target in pairs]
-            global_tokens = all_reduce_sum(float(sum(counts)), device)
-            yield [
-                (index, source, target, tokens, global_tokens)
-                for index, (source, target), tokens in zip(indices, pairs, counts)
-            ]
-
+    ``model`` is a ``TranslationLoss``, bare or wrapped (DDP, FSDP, or the wrapper
+    below); ``batches`` is the batch stream (index lists into ``examples``), read by
+    ``step_batches``. Chapter 9's ``training_steps`` adds up ``accumulate``
+    micro-batches per process, the gradients synchronised on the last one only.
+    With ``reseed`` dropout is seeded by the micro-batch's place in the stream, so
+    its masks do not depend on which process reads it; without, each process draws
+    from its own random state. Returns each step's mean loss per target token, over
+    every process's tokens."""
+    world_size = world()[1]
     sums = []  # each micro-batch's loss sum, this step
 
     def loss_of(model, micro_batch):
         index, source, target, tokens, global_tokens = micro_batch
-        torch.manual_seed(seed * 1_000_003 + index)  # dropout masks
+        if reseed:
+            torch.manual_seed(seed * 1_000_003 + index)  # dropout masks
         with autocast_context(device, precision):
             mean_loss = model(source, target)
         sums.append(mean_loss.item() * tokens)
@@ -209,141 +184,85 @@ def train_steps(
         )
 
     losses = []
-    for micro_batched, _, _ in training_steps(
-        model,
-        micro_batches(),
-        loss_of,
-        optimizer,
-        schedule,
-        accumulate=True,
-        sync=gradient_sync,
-        scaler=scaler,
-    ):
-        global_tokens = micro_batched[0][-1]
-        losses.append(all_reduce_sum(sum(sums, 0.0), device) / global_tokens)
+    stream = step_batches(examples, batches, pad_id, steps, start, accumulate, device)
+    options = {"accumulate": True, "sync": gradient_sync, "scaler": scaler}
+    steps_ = training_steps(model, stream, loss_of, optimizer, schedule, **options)
+    for micro_batches, _, _ in steps_:
+        losses.append(all_reduce_sum(sum(sums, 0.0), device) / micro_batches[0][-1])
         sums.clear()
     return losses
 
 
-# %% book/17_past_one_machine.ipynb, cell 23
-def parse_arguments(argv=None):
-    """The command line of ``train_distributed`` (tools/train_distributed.py's)."""
-    import argparse
+# %% book/17_past_one_machine.ipynb, cell 28
+@dataclasses.dataclass(frozen=True)
+class DistributedRun:
+    """The settings of one ``train_distributed`` run, checked when made.
 
-    from transformer_book.translation import TRANSLATION_TRAINING
+    ``strategy``: "ddp" (DistributedDataParallel), "fsdp" (FSDP2) or "buckets"
+    (``BucketedDataParallel``); fp16 needs CUDA and ddp. ``warmup_steps`` and
+    ``lr_factor`` set chapter 14's schedule (its recipe: 1,000 and 1). ``reseed``:
+    dropout seeded by each batch's place in the stream (else by each process's own
+    random state). ``stop_at`` and ``checkpoint`` go together: stop after that step
+    and save the run; ``resume`` continues from a checkpoint. ``to_json`` and
+    ``from_json`` carry the settings to the processes torchrun starts."""
 
-    parser = argparse.ArgumentParser(
-        description="Train chapter 14's translator on several processes."
-    )
-    add = parser.add_argument
-    add("--steps", type=int, default=20, help="optimizer steps in all")
-    add(
-        "--accumulate",
-        type=int,
-        default=1,
-        help="micro-batches added up per process per step",
-    )
-    add("--strategy", choices=("ddp", "fsdp"), default="ddp")
-    add(
-        "--precision",
-        choices=PRECISIONS,
-        default="fp32",
-        help="fp16 (with a gradient scaler) needs CUDA and ddp",
-    )
-    add(
-        "--normalise",
-        choices=NORMALISATIONS,
-        default="tokens",
-        help="tokens: by the step's token count over all processes; per_batch: "
-        "each batch's mean, averaged (the mistake)",
-    )
-    add("--max-tokens", type=int, default=TRANSLATION_TRAINING["max_tokens"])
-    add("--seed", type=int, default=TRANSLATION_TRAINING["seed"])
-    add("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    add("--checkpoint", help="where --stop-at saves the run")
-    add("--stop-at", type=int, help="stop after this step and save the run")
-    add("--resume", help="a checkpoint to continue from")
-    args = parser.parse_args(argv)
-    for name in ("steps", "accumulate", "max_tokens"):
-        if getattr(args, name) < 1:
-            flag = "--" + name.replace("_", "-")
-            parser.error(f"{flag} must be >= 1; got {getattr(args, name)}")
-    if (args.stop_at is None) != (args.checkpoint is None):
-        parser.error("--stop-at and --checkpoint go together; got only one of them")
-    if args.stop_at is not None and not 1 <= args.stop_at <= args.steps:
-        parser.error(f"--stop-at must be in [1, {args.steps}]; got {args.stop_at}")
-    return args
+    steps: int = 20
+    accumulate: int = 1
+    strategy: str = "ddp"
+    precision: str = "fp32"
+    normalise: str = "tokens"
+    max_tokens: int = TRANSLATION_TRAINING["max_tokens"]
+    seed: int = TRANSLATION_TRAINING["seed"]
+    warmup_steps: int = TRANSLATION_TRAINING["warmup_steps"]
+    lr_factor: float = 1.0
+    reseed: bool = True
+    device: str = "auto"
+    checkpoint: str | None = None
+    stop_at: int | None = None
+    resume: str | None = None
 
+    def __post_init__(self):
+        for name in ("steps", "accumulate", "max_tokens", "warmup_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1; got {name}={value!r}")
+        for name, allowed in (
+            ("strategy", STRATEGIES),
+            ("precision", PRECISIONS),
+            ("normalise", NORMALISATIONS),
+            ("device", ("auto", "cpu", "cuda")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {allowed}; got {getattr(self, name)!r}"
+                )
+        if not self.lr_factor > 0:
+            raise ValueError(f"lr_factor must be > 0; got {self.lr_factor!r}")
+        if (self.stop_at is None) != (self.checkpoint is None):
+            raise ValueError("stop_at and checkpoint go together; got only one of them")
+        if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
+            raise ValueError(
+                f"stop_at must be in [1, {self.steps}]; got {self.stop_at}"
+            )
+        if self.precision == "fp16" and self.strategy != "ddp":
+            raise ValueError(
+                f"fp16 is written here for ddp only; got {self.strategy!r}"
+            )
 
-def start_processes(choice: str = "auto") -> torch.device:
-    """Join the process group that torchrun describes: nccl on CUDA, else gloo.
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
 
-    One GPU per process (``LOCAL_RANK``). Run without torchrun, there is no group:
-    one process."""
-    import os
-
-    has_cuda = torch.cuda.device_count() > 0
-    use_cuda = choice == "cuda" or (choice == "auto" and has_cuda)
-    if use_cuda and not has_cuda:
-        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
-    if "RANK" in os.environ and not dist.is_initialized():  # launched by torchrun
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-    return device
+    @classmethod
+    def from_json(cls, text: str) -> DistributedRun:
+        return cls(**json.loads(text))
 
 
-def wrap_model(module: torch.nn.Module, strategy: str, device: torch.device):
-    """DDP keeps a whole copy in every process; FSDP2 shards each layer, then the rest.
-
-    Outside a process group the module is returned as it is."""
-    if strategy not in ("ddp", "fsdp"):
-        raise ValueError(f"strategy must be 'ddp' or 'fsdp'; got {strategy!r}")
-    if not dist.is_initialized():
-        return module
-    if strategy == "ddp":
-        from torch.nn.parallel import DistributedDataParallel
-
-        ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(module, device_ids=ids)
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    for layer in [*module.model.encoder.layers, *module.model.decoder.layers]:
-        fully_shard(layer, mesh=mesh)  # one all-gather per layer, just in time
-    return fully_shard(module, mesh=mesh)  # embeddings, generator: the root group
-
-
-def train_distributed(argv=None) -> dict:
-    """Train chapter 14's recipe under torchrun; print and return one JSON record.
-
-    The model, data, loss and optimiser of ``train_recipe`` (seeded, the shipped
-    merges, the Tatoeba training split); ``argv`` as ``parse_arguments`` reads it.
-    Process 0 prints the record as the last line: ``loss`` (the last step's mean
-    loss per target token), ``parameter_sum`` (the float64 sum of every parameter),
-    ``losses`` (every step's), ``bytes`` (each process's) and the settings."""
-    import itertools
-    import json
-    import time
-
-    from transformer_book.generator import LabelSmoothingLoss
-    from transformer_book.subwords import read_merges
-    from transformer_book.tatoeba import tatoeba_split
-    from transformer_book.translation import TRANSLATION_TRAINING, Translator
-
-    args = parse_arguments(argv)
-    torch.set_num_threads(1)
-    device = start_processes(args.device)
-    rank, world_size = world()
-    if args.precision == "fp16" and args.strategy != "ddp":
-        raise ValueError("fp16 with a gradient scaler is written here for ddp only")
-    autocast_context(device, args.precision)  # fp16 on the CPU: a clear error now
-    started = time.perf_counter()
+def recipe(run: DistributedRun, device: torch.device) -> dict:
+    """Chapter 14's recipe for ``run``: the seeded model (wrapped), its optimizer and
+    schedule, the examples, this run's batch stream and the pad id, as ``train_steps``
+    takes them."""
     pairs = tatoeba_split("train")
-    torch.manual_seed(args.seed)  # the initial weights, the same in every process
+    torch.manual_seed(run.seed)  # the initial weights, the same in every process
     translator = Translator.untrained(pairs, read_merges())
     examples = translator.examples(pairs)
     lengths = [max(len(source), len(target)) for source, target in examples]
@@ -351,60 +270,45 @@ def train_distributed(argv=None) -> dict:
     smoothing = TRANSLATION_TRAINING["smoothing"]
     loss_fn = LabelSmoothingLoss(len(translator.target_vocab), pad_id, smoothing)
     module = TranslationLoss(translator.model.to(device).train(), pad_id, loss_fn)
-    model = wrap_model(module, args.strategy, device)
+    model = wrap_model(module, run.strategy, device)
     optimizer, schedule = paper_optimizer(
-        model, translator.config["d_model"], TRANSLATION_TRAINING["warmup_steps"]
+        model, translator.config["d_model"], run.warmup_steps, run.lr_factor
     )
-    scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" else None
-    stream = batch_stream(lengths, args.max_tokens, args.seed)
-    batches = list(itertools.islice(stream, args.steps * world_size * args.accumulate))
-    settings = {
-        "accumulate": args.accumulate,
-        "normalise": args.normalise,
-        "max_tokens": args.max_tokens,
-        "seed": args.seed,
-        "smoothing": smoothing,
-        "batches_per_step": world_size * args.accumulate,
-    }
-    start = 0
-    if args.resume:
-        saved = load_checkpoint(args.resume, model, optimizer, schedule)
-        differing = {
-            name: (saved["settings"][name], value)
-            for name, value in settings.items()
-            if saved["settings"][name] != value
-        }
-        if differing:
-            raise ValueError(
-                f"{args.resume} was saved with other settings (saved, now): {differing}"
-            )
-        start = saved["step"]
-    stop = args.steps if args.stop_at is None else args.stop_at
-    losses = train_steps(
-        model,
-        optimizer,
-        schedule,
-        examples,
-        batches,
-        pad_id,
-        steps=stop,
-        start=start,
-        accumulate=args.accumulate,
-        normalise=args.normalise,
-        precision=args.precision,
-        scaler=scaler,
-        seed=args.seed,
-        device=device,
+    total = run.steps * world()[1] * run.accumulate
+    batches = list(
+        itertools.islice(batch_stream(lengths, run.max_tokens, run.seed), total)
     )
-    if args.checkpoint:
-        save_checkpoint(
-            args.checkpoint, model, optimizer, schedule, stop, settings=settings
-        )
-    held = [process_bytes(model, optimizer)]
-    if dist.is_initialized():
-        every = [None] * world_size
-        dist.all_gather_object(every, held[0])
-        held = every
+    parts = {"model": model, "optimizer": optimizer, "schedule": schedule}
+    return parts | {"examples": examples, "batches": batches, "pad_id": pad_id}
+
+
+def train_distributed(run: DistributedRun | None = None) -> dict:
+    """Train chapter 14's recipe under torchrun (or in this one process); its record.
+
+    ``loss`` (the last step's mean loss per target token), ``parameter_sum`` (the
+    float64 sum of every parameter), ``losses`` (every step's), ``bytes`` (each
+    process's), ``timeline`` (the wrapper's, under "buckets") and the settings."""
+    run = DistributedRun() if run is None else run
+    device = start_processes(run.device)
+    autocast_context(device, run.precision)  # fp16 on the CPU: a clear error now
+    started = time.perf_counter()
+    parts = recipe(run, device)
+    model, optimizer, schedule = parts["model"], parts["optimizer"], parts["schedule"]
+    rank, world_size = world()
+    if not run.reseed:  # each process its own dropout stream
+        torch.manual_seed(run.seed * 1_000_003 + 7_919 * (rank + 1))
+    kept = {"batches_per_step": world_size * run.accumulate, "reseed": run.reseed}
+    kept |= {k: getattr(run, k) for k in ("normalise", "max_tokens", "seed")}
+    kept |= {k: getattr(run, k) for k in ("warmup_steps", "lr_factor")}
+    start = resume_run(run.resume, parts, kept) if run.resume else 0
+    stop = run.steps if run.stop_at is None else run.stop_at
+    scaler = torch.amp.GradScaler("cuda") if run.precision == "fp16" else None
+    options = {k: getattr(run, k) for k in ("accumulate", "normalise", "precision")}
+    options |= {"seed": run.seed, "reseed": run.reseed, "device": device}
+    losses = train_steps(**parts, steps=stop, start=start, scaler=scaler, **options)
+    if run.checkpoint:
+        save_checkpoint(run.checkpoint, model, optimizer, schedule, stop, settings=kept)
+    held = gather_objects(process_bytes(model, optimizer))
     record = {
         "loss": losses[-1] if losses else None,
         "parameter_sum": parameter_sum(model),
@@ -412,64 +316,39 @@ def train_distributed(argv=None) -> dict:
         "first_step": start + 1,
         "last_step": stop,
         "processes": world_size,
-        "strategy": args.strategy,
-        "precision": args.precision,
-        "device": device.type,
+        "rank": rank,
         "bytes": held,
+        "timeline": getattr(model, "timeline", None),
         "seconds": time.perf_counter() - started,
-        **settings,
+        **dataclasses.asdict(run),
+        "device": device.type,
+        "smoothing": TRANSLATION_TRAINING["smoothing"],
+        "batches_per_step": kept["batches_per_step"],
     }
     if dist.is_initialized():
         dist.destroy_process_group()
-    if rank == 0:
-        print(json.dumps(record), flush=True)
     return record
 
 
-LAUNCH_SCRIPT = """from transformer_book.distributed import train_distributed
+def resume_run(path, parts: dict, kept: dict) -> int:
+    """Load the checkpoint at ``path`` into the run's parts; the step to go on from.
 
-train_distributed()
-"""
-
-
-def launch(arguments: Sequence[str] = (), processes: int = 2, script=None) -> dict:
-    """Run ``train_distributed`` under torchrun in ``processes`` processes; its record.
-
-    ``python -m torch.distributed.run --standalone`` (torchrun on a free port) starts
-    the processes; ``script`` (default: a two-line file that calls
-    ``train_distributed``) is what each runs. A failure raises with the end of the
-    processes' output."""
-    import json
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    if not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be an int >= 1; got {processes!r}")
-    with tempfile.TemporaryDirectory() as folder:
-        if script is None:
-            script = Path(folder) / "train.py"
-            script.write_text(LAUNCH_SCRIPT, encoding="utf-8")
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={processes}",
-            str(script),
-            *map(str, arguments),
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"torchrun {' '.join(command[4:])} failed ({done.returncode}):\n"
-            + (done.stdout + done.stderr)[-3000:]
+    Refuses a checkpoint saved with other settings (a step of as many batches may
+    be read by other numbers of processes and micro-batches)."""
+    saved = load_checkpoint(path, parts["model"], parts["optimizer"], parts["schedule"])
+    differing = {
+        name: (saved["settings"].get(name), value)
+        for name, value in kept.items()
+        if saved["settings"].get(name) != value
+    }
+    if differing:
+        raise ValueError(
+            f"{path} was saved with other settings (saved, now): {differing}"
         )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return saved["step"]
 
 
-# %% book/17_past_one_machine.ipynb, cell 31
+# %% book/17_past_one_machine.ipynb, cell 38
 def autocast_context(device: torch.device | str, precision: str):
     """``torch.autocast`` for bf16 or fp16, or a context that changes nothing (fp32)."""
     device_type = torch.device(device).type
@@ -487,114 +366,20 @@ def autocast_context(device: torch.device | str, precision: str):
     raise ValueError(f"precision must be one of {PRECISIONS}; got {precision!r}")
 
 
-# %% book/17_past_one_machine.ipynb, cell 37
-def save_checkpoint(path, model, optimizer, schedule, step: int, **extra) -> None:
-    """Write everything a resumed run needs to continue exactly (rank 0 writes).
-
-    The whole model and optimizer state (gathered from the shards under FSDP), the
-    schedule, the step (the batch stream's position follows from it), torch's
-    random state and ``extra`` (the settings, to check on resuming)."""
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        get_state_dict,
-    )
-
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    model_state, optimizer_state = get_state_dict(model, optimizer, options=options)
-    if world()[0] == 0:
-        torch.save(
-            {
-                "model": model_state,
-                "optimizer": optimizer_state,
-                "schedule": schedule.state_dict(),
-                "step": step,
-                "rng": torch.get_rng_state(),
-                **extra,
-            },
-            path,
-        )
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-
-
-def load_checkpoint(path, model, optimizer, schedule) -> dict:
-    """Restore what ``save_checkpoint`` wrote into every process; return the record."""
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        set_state_dict,
-    )
-
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    set_state_dict(
-        model,
-        optimizer,
-        model_state_dict=saved["model"],
-        optim_state_dict=saved["optimizer"],
-        options=StateDictOptions(full_state_dict=True),
-    )
-    schedule.load_state_dict(saved["schedule"])
-    torch.set_rng_state(saved["rng"])
-    return saved
-
-
-# %% book/17_past_one_machine.ipynb, cell 40
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    """A tensor's own part on this process: a DTensor's shard, else the tensor."""
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
-
-
-def process_bytes(model: torch.nn.Module, optimizer=None) -> dict[str, int]:
-    """The bytes this process holds of parameters, gradients and optimizer state.
-
-    Under FSDP each parameter is a DTensor and only its shard counts; under DDP
-    (or none) every process holds everything. Gradients count as the parameters'
-    size whether or not they are allocated yet (they are during a step)."""
-    parameters = [_local(p) for p in model.parameters()]
-    held = {
-        "parameters": sum(p.numel() * p.element_size() for p in parameters),
-        "gradients": sum(p.numel() * p.element_size() for p in parameters),
-        "optimizer": 0,
-    }
-    if optimizer is not None:
-        for state in optimizer.state.values():
-            for value in state.values():
-                if torch.is_tensor(value) and value.dim() > 0:
-                    local = _local(value)
-                    held["optimizer"] += local.numel() * local.element_size()
-    return held
-
-
-def parameter_sum(model: torch.nn.Module) -> float:
-    """The float64 sum of every parameter, gathered whole (a collective under FSDP)."""
-    total = 0.0
-    for parameter in model.parameters():
-        if hasattr(parameter, "full_tensor"):  # an FSDP shard: gather the whole
-            parameter = parameter.full_tensor()
-        total += parameter.detach().double().sum().item()
-    return total
-
-
 # %% the names this module exports (generated)
 __all__ = [
-    "LAUNCH_SCRIPT",
     "NORMALISATIONS",
     "PRECISIONS",
+    "DistributedRun",
     "TranslationLoss",
     "all_reduce_sum",
     "autocast_context",
-    "batch_stream",
     "gradient_sync",
-    "launch",
-    "load_checkpoint",
-    "micro_batch_index",
-    "parameter_sum",
-    "parse_arguments",
-    "process_bytes",
-    "save_checkpoint",
+    "recipe",
+    "resume_run",
     "scaled_loss",
-    "start_processes",
+    "step_batches",
     "train_distributed",
     "train_steps",
     "world",
-    "wrap_model",
 ]
