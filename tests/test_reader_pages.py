@@ -22,8 +22,14 @@ COLLAPSED = re.compile(r"^:::\{admonition\} [^\n]+\n:class: dropdown\n\n.+?\n:::
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
 
+# Numbers held for chapters being written on other branches (18: the cost of training, issue 44).
+RESERVED = {18}
+
+
 def test_the_chapters_are_there():
-    assert [path.stem[:2] for path in CHAPTERS] == [f"{n:02d}" for n in range(1, len(CHAPTERS) + 1)]
+    numbers = [int(path.stem[:2]) for path in CHAPTERS]
+    assert numbers == sorted(set(numbers))
+    assert set(numbers) | RESERVED >= set(range(1, max(numbers) + 1)), "a chapter number is missing"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)

@@ -32,6 +32,7 @@ CHAPTERS = {
     15: "15_writing_poems",
     16: "16_modern_decoder",
     17: "17_past_one_machine",
+    19: "19_instructions_and_lora",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -51,6 +52,7 @@ CHAPTER_TITLES = {
     15: "from translator to GPT: writing Tang poems",
     16: "from 2017 to today's models: RMSNorm, RoPE, SwiGLU, GQA",
     17: "past one machine: the translator on several processes",
+    19: "teaching the poet: instructions and LoRA",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -98,6 +100,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     # norms, feed-forward, the output layer)
     "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3", "linear"),
     "past_one_machine": (),  # filled in below: everything, copied into every process
+    # the poet's linear layers carry the adapters; the output layer learns the instructions
+    "instructions_and_lora": ("dec_self_attn", "dec_ffn", "decoder", "linear"),
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -120,7 +124,7 @@ def resolve_highlight(highlight) -> tuple[str | None, int | None]:
             if stem in (chapter, CHAPTER_PARTS[number]):
                 return CHAPTER_PARTS[number], number
     raise ValueError(
-        f"highlight must be None, a chapter number 1-{len(CHAPTERS)}, a chapter file stem or one of "
+        f"highlight must be None, a chapter number in {sorted(CHAPTERS)}, a chapter file stem or one of "
         f"{sorted(PARTS)}; got highlight={highlight!r}"
     )
 
@@ -418,8 +422,9 @@ def architecture(
         (14, "Ch. 14: English to Chinese"),
         (15, "Ch. 15: a GPT writes poems"),
     ]
-    if chapter in (16, 17):  # shown on its own page (the other pages' stored maps stay as they are)
-        links.append((chapter, {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine"}[chapter]))
+    if chapter in (16, 17, 19):  # shown on its own page (the other pages' stored maps stay as they are)
+        own = {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine", 19: "Ch. 19: teaching the poet"}
+        links.append((chapter, own[chapter]))
     for row, (number, text) in enumerate(links):
         notes.append(
             Note(
