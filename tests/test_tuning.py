@@ -141,7 +141,7 @@ def test_stages_of_the_shipped_poet():
     assert len(tuned.vocab) == len(pretrained_poet().vocab) + 3
 
 
-@pytest.mark.parametrize("arm", ["full", "lora"])  # the arms whose runs the package ships
+@pytest.mark.parametrize("arm", sorted(SFT_ARMS))
 def test_the_records_hold_what_the_recipe_says(arm):
     record = load_record(SFT_RECORD.format(arm=arm))
     assert record["arm"] == arm and record["training"] == SFT_ARMS[arm]
