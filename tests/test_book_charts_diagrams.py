@@ -33,6 +33,7 @@ EXPECTED_CHAPTERS = [
     "16_modern_decoder",
     "17_past_one_machine",
     "18_what_training_costs",
+    "19_instructions_and_lora",
 ]
 SMALL = ModelConfig(
     d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3, source_len=7, target_len=5
@@ -94,15 +95,16 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
         assert page in EXPECTED_CHAPTERS, f"{page} is not a chapter"
     missing = sorted(page for page in pages if page not in listed)
     assert not missing, missing
-    # chapters 16 to 18 are linked from their own pages' maps only (the other pages' stored maps are
+    # chapters 16 to 19 are linked from their own pages' maps only (the other pages' stored maps are
     # unchanged)
-    own_page_only = {"16_modern_decoder", "17_past_one_machine", "18_what_training_costs"}
+    own_page_only = {"16_modern_decoder", "17_past_one_machine", "18_what_training_costs", "19_instructions_and_lora"}
     assert pages == set(EXPECTED_CHAPTERS) - own_page_only, (
         f"chapters without a link from the map: {set(EXPECTED_CHAPTERS) - pages}"
     )
     assert "16_modern_decoder.html" in hrefs(architecture(16).to_dict())
     assert "17_past_one_machine.html" in hrefs(architecture(17).to_dict())
     assert "18_what_training_costs.html" in hrefs(architecture(18).to_dict())
+    assert "19_instructions_and_lora.html" in hrefs(architecture(19).to_dict())
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ CHAPTERS = {
     16: "16_modern_decoder",
     17: "17_past_one_machine",
     18: "18_what_training_costs",
+    19: "19_instructions_and_lora",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -53,6 +54,7 @@ CHAPTER_TITLES = {
     16: "from 2017 to today's models: RMSNorm, RoPE, SwiGLU, GQA",
     17: "past one machine: the translator on several processes",
     18: "what training costs: FLOPs, the machine's peak, memory",
+    19: "teaching the poet: instructions and LoRA",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -101,6 +103,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "modern_decoder": ("dec_pos", "dec_self_attn", "dec_norm1", "dec_ffn", "dec_norm3", "linear"),
     "past_one_machine": (),  # filled in below: everything, copied into every process
     "what_training_costs": (),  # filled in below: everything, each product a cost
+    # the poet's linear layers carry the adapters; the output layer learns the instructions
+    "instructions_and_lora": ("dec_self_attn", "dec_ffn", "decoder", "linear"),
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -123,7 +127,7 @@ def resolve_highlight(highlight) -> tuple[str | None, int | None]:
             if stem in (chapter, CHAPTER_PARTS[number]):
                 return CHAPTER_PARTS[number], number
     raise ValueError(
-        f"highlight must be None, a chapter number 1-{len(CHAPTERS)}, a chapter file stem or one of "
+        f"highlight must be None, a chapter number in {sorted(CHAPTERS)}, a chapter file stem or one of "
         f"{sorted(PARTS)}; got highlight={highlight!r}"
     )
 
@@ -343,7 +347,12 @@ def architecture(
         (14, "Ch. 14: English to Chinese"),
         (15, "Ch. 15: a GPT writes poems"),
     ]
-    own_pages = {16: "Ch. 16: today's models", 17: "Ch. 17: past one machine", 18: "Ch. 18: what training costs"}
+    own_pages = {
+        16: "Ch. 16: today's models",
+        17: "Ch. 17: past one machine",
+        18: "Ch. 18: what training costs",
+        19: "Ch. 19: teaching the poet",
+    }
     if chapter in own_pages:  # shown on its own page (the other pages' stored maps stay as they are)
         links.append((chapter, own_pages[chapter]))
     for row, (number, text) in enumerate(links):

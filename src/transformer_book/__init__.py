@@ -41,6 +41,8 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``data_parallel`` (chapter 17): Data parallelism's machinery
 - ``checkpoint`` (chapter 17): Sharded checkpoints
 - ``cost`` (chapter 18): What training costs
+- ``rhyme`` (chapter 19): Rhyme
+- ``tuning`` (chapter 19): Teaching the poet
 """
 
 from importlib import metadata as _metadata
@@ -74,12 +76,14 @@ from transformer_book import (
     poems,
     poet,
     positional,
+    rhyme,
     shipped,
     subwords,
     tasks,
     tatoeba,
     training,
     translation,
+    tuning,
     validation,
 )
 from transformer_book.attention import *
@@ -105,12 +109,14 @@ from transformer_book.parity import *
 from transformer_book.poems import *
 from transformer_book.poet import *
 from transformer_book.positional import *
+from transformer_book.rhyme import *
 from transformer_book.shipped import *
 from transformer_book.subwords import *
 from transformer_book.tasks import *
 from transformer_book.tatoeba import *
 from transformer_book.training import *
 from transformer_book.translation import *
+from transformer_book.tuning import *
 from transformer_book.validation import *
 
 __all__ = (
@@ -144,4 +150,6 @@ __all__ = (
     + data_parallel.__all__
     + checkpoint.__all__
     + cost.__all__
+    + rhyme.__all__
+    + tuning.__all__
 )

@@ -195,6 +195,8 @@ POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocab
 POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
 POET_WEIGHTS = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py
 HISTORY_FILE = "tang_poet_history.json"
+# The poet after each stage of its teaching (chapter 19 on): "sft" follows instructions.
+POET_STAGES = {"base": POET_WEIGHTS, "sft": "tang_poet_sft.pt"}
 
 
 def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
@@ -214,12 +216,15 @@ def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
     return Poet(model.eval(), vocab), losses
 
 
-def pretrained_poet(device=None) -> Poet:
+def pretrained_poet(device=None, stage: str = "base") -> Poet:
     """Load the poet that the package ships.
 
     The poet that tools/train_poet.py trained and the package ships (weights stored
-    in half precision, computed in float32)."""
-    stored = load_weights(POET_WEIGHTS)
+    in half precision, computed in float32); ``stage`` picks a later one of
+    ``POET_STAGES``, taught to follow instructions in chapter 19."""
+    if stage not in POET_STAGES:
+        raise ValueError(f"stage must be one of {sorted(POET_STAGES)}; got {stage!r}")
+    stored = load_weights(POET_STAGES[stage])
     vocab = PoemVocabulary(stored["characters"])
     model = GPT(GPTConfig(len(vocab), **stored["config"]))
     state = {name: tensor.float() for name, tensor in stored["weights"].items()}
@@ -241,6 +246,7 @@ def poet_history() -> dict:
 __all__ = [
     "HISTORY_FILE",
     "POET_CONFIG",
+    "POET_STAGES",
     "POET_TRAINING",
     "POET_WEIGHTS",
     "VERSE",
