@@ -24,11 +24,30 @@ from notebooks import check_outcome, regenerate_and_compare
 # on one side), as the shipped poet's.
 SPLIT = "meaning"
 
+# The held-out score is taken every EVAL_EVERY steps (and before the first, and after the last):
+# the curves that show whether a run has flattened.
+EVAL_EVERY = 50
+
 Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
 
 
+def scored_every(score: Callable[[torch.nn.Module], float], every: int = EVAL_EVERY):
+    """(``evaluate`` for train_lm, the curve it fills: [[step, score], ...])."""
+    found: list[list] = []
+
+    def evaluate(step: int, model: torch.nn.Module) -> None:
+        found.append([step, round(score(model), 4)])
+
+    return evaluate, found
+
+
 def run(
-    train_one: Callable[[str, int, dict], dict], arms, seeds, budget: dict, score: str, workers: int = 2
+    train_one: Callable[[str, int, dict], dict],
+    arms,
+    seeds,
+    budget: dict,
+    score: str,
+    workers: int = 2,
 ) -> dict[tuple[str, int], tuple[dict, float]]:
     """``train_one(arm, seed, budget)`` (a run's record) for each arm and seed, ``workers`` at a
     time, each on one PyTorch thread, its ``score`` printed as it ends;
@@ -42,7 +61,9 @@ def run(
     return dict(_said(map(timed, jobs), score))
 
 
-def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]) -> Run:
+def _timed(
+    train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]
+) -> Run:
     arm, seed, budget = job
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -52,20 +73,31 @@ def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dic
 
 def _said(results, score: str):
     for arm, seed, record, seconds in results:
-        print(f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)", flush=True)
+        print(
+            f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)",
+            flush=True,
+        )
         yield (arm, seed), (record, seconds)
 
 
-def write(path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, seeds) -> dict:
+def write(
+    path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, seeds
+) -> dict:
     """The sweep's record (``settings``, ``arms``, ``runs``, ``timings``), written to ``path``."""
     document = {
         "settings": settings,
         "arms": dict(arms),
-        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
-        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
+        "runs": {
+            arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms
+        },
+        "timings": {
+            arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms
+        },
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     return document
 
 
@@ -74,7 +106,9 @@ def same_arm(arm: str):
     runs, exactly (the timings and the other arms left out)."""
 
     def compare(new: Path, old: Path) -> list[str]:
-        mine, theirs = (json.loads(path.read_text(encoding="utf-8")) for path in (new, old))
+        mine, theirs = (
+            json.loads(path.read_text(encoding="utf-8")) for path in (new, old)
+        )
         same = (
             mine["settings"] == theirs["settings"]
             and arm in theirs["runs"]
@@ -100,9 +134,20 @@ def main(
 ) -> int:
     """The sweeps' command line: every arm and seed, or ``--check --arm`` one arm; exit status."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
+    parser.add_argument(
+        "--check", action="store_true", help="retrain --arm and compare"
+    )
     parser.add_argument("--arm", default=default_arm, choices=sorted(arms))
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="another budget (recorded)"
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=list(arms),
+        choices=sorted(arms),
+        help="a subset (recorded)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument("--workers", type=int, default=2, help="runs side by side")
     parser.add_argument("--out", type=Path, default=out)
@@ -110,13 +155,19 @@ def main(
     budget = dict(budget, **({"steps": args.steps} if args.steps else {}))
     started = time.perf_counter()
     if not args.check:
-        document = sweep_and_write(args.out, list(arms), args.seeds, budget, args.workers)
+        document = sweep_and_write(
+            args.out, list(args.arms), args.seeds, budget, args.workers
+        )
         if summary:
             summary(document)
-        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}")
+        print(
+            f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}"
+        )
         return 0
     different = regenerate_and_compare(
-        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, budget, args.workers),
+        lambda folder: sweep_and_write(
+            folder, [args.arm], args.seeds, budget, args.workers
+        ),
         args.out,
         {record_file: same_arm(args.arm)},
     )
