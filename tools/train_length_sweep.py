@@ -1,8 +1,8 @@
 """Length beyond training (chapter 16): five position schemes trained on four-verse poems, recorded.
 
-    python tools/train_length_sweep.py --steps 200 --arms rotary alibi none   # the committed record
+    python tools/train_length_sweep.py --steps 250 --arms rotary alibi none   # the committed record
     python tools/train_length_sweep.py                 # every arm at the shipped poet's budget
-    python tools/train_length_sweep.py --check --steps 200 --arms rotary alibi none  # one arm
+    python tools/train_length_sweep.py --check --steps 250 --arms rotary alibi none  # one arm
     python tools/train_length_sweep.py --check --arm alibi
 
 A small ``ModernDecoder`` (``SIZE``) is trained on the four-verse poems of chapter 15's training
