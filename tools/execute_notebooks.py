@@ -24,12 +24,8 @@ from notebooks import chapters, execute
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "notebooks", nargs="*", type=Path, help="default: every chapter in book/"
-    )
-    parser.add_argument(
-        "--timeout", type=int, default=600, help="seconds allowed per cell"
-    )
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every chapter in book/")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
     # the kernels inherit these: one thread, as scripts/test.sh runs the chapters
     os.environ.setdefault("OMP_NUM_THREADS", "1")

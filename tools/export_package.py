@@ -76,12 +76,7 @@ class Region:
     """One exported cell: the module it goes to, where it comes from, and its code."""
 
     def __init__(self, module: str, notebook: Path, index: int, body: str):
-        self.module, self.notebook, self.index, self.body = (
-            module,
-            notebook,
-            index,
-            body,
-        )
+        self.module, self.notebook, self.index, self.body = module, notebook, index, body
 
     @property
     def provenance(self) -> str:
@@ -115,19 +110,12 @@ def public_names(code: str) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             targets = [node.name]
         elif isinstance(node, ast.Assign):
-            targets = [
-                name.id
-                for target in node.targets
-                for name in ast.walk(target)
-                if isinstance(name, ast.Name)
-            ]
+            targets = [name.id for target in node.targets for name in ast.walk(target) if isinstance(name, ast.Name)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             targets = [node.target.id]
         else:
             continue
-        names += [
-            name for name in targets if not name.startswith("_") and name not in names
-        ]
+        names += [name for name in targets if not name.startswith("_") and name not in names]
     return names
 
 
@@ -137,9 +125,7 @@ def module_regions(notebooks: list[Path]) -> dict[str, list[Region]]:
     for notebook in notebooks:
         for region in exported_regions(notebook):
             if region.module == "__init__":
-                raise SystemExit(
-                    f"{notebook.name}, cell {region.index}: __init__ is generated, not exported"
-                )
+                raise SystemExit(f"{notebook.name}, cell {region.index}: __init__ is generated, not exported")
             modules.setdefault(region.module, []).append(region)
     return modules
 
@@ -173,9 +159,7 @@ def render_init(modules: dict[str, list[Region]]) -> str:
             f"{', '.join(str(int(number)) for number in chapters_of)}): {summary}"
         )
         if names:
-            listed = "".join(
-                f"    {name},\n" for name in sorted(names, key=imported_order)
-            )
+            listed = "".join(f"    {name},\n" for name in sorted(names, key=imported_order))
             imports.append(f"from {PACKAGE}.{module} import (\n{listed})")
     every = "".join(f'    "{name}",\n' for name in sorted(owners, key=import_order))
     return (
@@ -208,27 +192,19 @@ def imported_order(name: str) -> tuple[int, str]:
 def render_modules(notebooks: list[Path]) -> dict[str, str]:
     """Module file name -> full text, built from the marked cells of ``notebooks``; __init__.py too."""
     modules = module_regions(notebooks)
-    rendered = {
-        f"{module}.py": render_module(regions) for module, regions in modules.items()
-    }
+    rendered = {f"{module}.py": render_module(regions) for module, regions in modules.items()}
     rendered["__init__.py"] = render_init(modules)
     return rendered
 
 
 def generated_files() -> list[Path]:
     """Package files that carry the generated header."""
-    return [
-        path
-        for path in PACKAGE_DIR.glob("*.py")
-        if path.read_text(encoding="utf-8").startswith(GENERATED)
-    ]
+    return [path for path in PACKAGE_DIR.glob("*.py") if path.read_text(encoding="utf-8").startswith(GENERATED)]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--check", action="store_true", help="compare instead of writing"
-    )
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
 
     modules = render_modules(chapters())

@@ -94,15 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         write_manifest(folder)
 
     committed = {path.name: path for path in OUT_DIR.iterdir()}
-    committed |= {
-        spec.package_file.name: spec.package_file
-        for spec in TASKS
-        if spec.package_file is not None
-    }
+    committed |= {spec.package_file.name: spec.package_file for spec in TASKS if spec.package_file is not None}
     different = regenerate_and_compare(export_all, committed, COMPARE)
-    return check_outcome(
-        different, "the committed files", recorded=recorded_environment()
-    )
+    return check_outcome(different, "the committed files", recorded=recorded_environment())
 
 
 def trained_json_differences(new: Path, old: Path) -> list[str]:
@@ -116,16 +110,8 @@ def package_weights_differences(new: Path, old: Path) -> list[str]:
     return [new.name] if saved_differs(new, old, "environment") else []
 
 
-COMPARE = {
-    f"{spec.name}.json": trained_json_differences
-    for spec in TASKS
-    if spec.pretrained is None
-}
-COMPARE |= {
-    spec.package_file.name: package_weights_differences
-    for spec in TASKS
-    if spec.package_file is not None
-}
+COMPARE = {f"{spec.name}.json": trained_json_differences for spec in TASKS if spec.pretrained is None}
+COMPARE |= {spec.package_file.name: package_weights_differences for spec in TASKS if spec.package_file is not None}
 
 
 def recorded_environment() -> dict | None:

@@ -29,14 +29,7 @@ from pathlib import Path
 import torch
 
 from notebooks import REPO_ROOT, regenerate_and_compare
-from transformer_book import (
-    GPT,
-    HISTORY_FILE,
-    POET_WEIGHTS,
-    GPTConfig,
-    PoemVocabulary,
-    Poet,
-)
+from transformer_book import GPT, HISTORY_FILE, POET_WEIGHTS, GPTConfig, PoemVocabulary, Poet
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
 WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
@@ -47,12 +40,7 @@ ACROSTIC_MAX = 4  # characters of a 藏头诗 prompt, one per verse (the page's 
 PROMPT_MAX = 10  # characters of a first-verse prompt (two verses with their marks)
 VERSE_ENDS = "，。？"  # the marks that close a verse
 # The page's example buttons: (prompt, 藏头 or a first verse).
-EXAMPLES = [
-    ("春花秋月", True),
-    ("山高水长", True),
-    ("白日依山尽，", False),
-    ("明月", False),
-]
+EXAMPLES = [("春花秋月", True), ("山高水长", True), ("白日依山尽，", False), ("明月", False)]
 # More prompts for the browser test's parity checks (logits and greedy tokens).
 PARITY_PROMPTS = [("", False), ("风", False), ("江上", True), ("故人西辞黄鹤楼", False)]
 
@@ -68,9 +56,7 @@ def tensor_table(weights: dict) -> tuple[list[dict], bytes]:
     entries, chunks, offset = [], [], 0
     for name, tensor in weights.items():
         if tensor.dtype != torch.float16:
-            raise ValueError(
-                f"{name} is {tensor.dtype}; the poet ships float16 weights"
-            )
+            raise ValueError(f"{name} is {tensor.dtype}; the poet ships float16 weights")
         chunks.append(tensor.contiguous().numpy().astype("<f2").tobytes())
         entries.append({"name": name, "shape": list(tensor.shape), "offset": offset})
         offset += tensor.numel()
@@ -86,9 +72,7 @@ def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, 
     entries, data = tensor_table(stored["weights"])
     for prompt, _ in EXAMPLES + PARITY_PROMPTS:
         if vocab.unknown(prompt):
-            raise ValueError(
-                f"prompt {prompt!r}: {vocab.unknown(prompt)} not in the vocabulary"
-            )
+            raise ValueError(f"prompt {prompt!r}: {vocab.unknown(prompt)} not in the vocabulary")
     document = {
         "format": FORMAT,
         "name": NAME,
@@ -123,9 +107,7 @@ def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, 
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
     total = len(data) + len(text.encode("utf-8"))
     if total > MAX_BYTES:
-        raise ValueError(
-            f"poet.bin and poet.json would be {total:,} bytes; the page's limit is {MAX_BYTES:,}"
-        )
+        raise ValueError(f"poet.bin and poet.json would be {total:,} bytes; the page's limit is {MAX_BYTES:,}")
     out_dir.mkdir(parents=True, exist_ok=True)
     bin_path, json_path = out_dir / f"{NAME}.bin", out_dir / f"{NAME}.json"
     bin_path.write_bytes(data)
@@ -148,17 +130,10 @@ def load_poet(json_path: Path = OUT_DIR / f"{NAME}.json") -> tuple[Poet, dict]:
     """The package's Poet (eval mode, CPU, float32) with the file's weights; its metadata."""
     meta = json.loads(Path(json_path).read_text(encoding="utf-8"))
     if meta.get("format") != FORMAT:
-        raise ValueError(
-            f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}"
-        )
+        raise ValueError(f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
     data = (Path(json_path).parent / meta["weights"]["file"]).read_bytes()
-    if (
-        len(data) != meta["weights"]["bytes"]
-        or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]
-    ):
-        raise ValueError(
-            f"{meta['weights']['file']} does not match {json_path} (size or sha256)"
-        )
+    if len(data) != meta["weights"]["bytes"] or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]:
+        raise ValueError(f"{meta['weights']['file']} does not match {json_path} (size or sha256)")
     vocab = PoemVocabulary(meta["tokens"][3:])
     if vocab.tokens != meta["tokens"]:
         raise ValueError(f"{json_path}: the tokens are not a PoemVocabulary's")
@@ -174,11 +149,7 @@ def check(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="export again and compare with the committed files",
-    )
+    parser.add_argument("--check", action="store_true", help="export again and compare with the committed files")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.check:
@@ -186,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print("identical" if not different else f"different: {different}")
         return 1 if different else 0
     json_path, bin_path = export(args.out)
-    print(
-        f"{bin_path.name}: {bin_path.stat().st_size:,} bytes; {json_path.name}: {json_path.stat().st_size:,} bytes"
-    )
+    print(f"{bin_path.name}: {bin_path.stat().st_size:,} bytes; {json_path.name}: {json_path.stat().st_size:,} bytes")
     return 0
 
 

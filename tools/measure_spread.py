@@ -39,41 +39,23 @@ def run(chapter: Path, path: str, seed: int) -> dict:
             "PYTHONPATH": str(REPO_ROOT / "src"),
         }
         subprocess.run(
-            [
-                sys.executable,
-                str(RUNNER),
-                str(chapter),
-                "--kernels",
-                path,
-                "--seed",
-                str(seed),
-                "--json",
-                str(report),
-            ],
+            [sys.executable, str(RUNNER), str(chapter), "--kernels", path, "--seed", str(seed), "--json", str(report)],
             env=environment,
             capture_output=True,
             text=True,
             check=False,
         )  # errors: in the report
         if not report.exists():
-            return {
-                "errors": [f"the runner wrote no report ({path}, seed {seed})"],
-                "outputs": {},
-            }
+            return {"errors": [f"the runner wrote no report ({path}, seed {seed})"], "outputs": {}}
         return json.loads(report.read_text(encoding="utf-8"))[chapter.name]
 
 
 def varying(runs: dict[str, dict]) -> dict[str, dict[str, str]]:
     """{cell: {run: output}} for the cells whose output differs between ``runs``."""
-    cells = sorted(
-        {cell for report in runs.values() for cell in report["outputs"]}, key=int
-    )
+    cells = sorted({cell for report in runs.values() for cell in report["outputs"]}, key=int)
     found = {}
     for cell in cells:
-        outputs = {
-            name: report["outputs"].get(cell, "<not run>")
-            for name, report in runs.items()
-        }
+        outputs = {name: report["outputs"].get(cell, "<not run>") for name, report in runs.items()}
         if len(set(outputs.values())) > 1:
             found[cell] = outputs
     return found
@@ -86,10 +68,7 @@ def show(found: dict[str, dict[str, str]]) -> None:
         lines = {name: text.strip().splitlines() for name, text in outputs.items()}
         longest = max(map(len, lines.values()))
         for number in range(longest):
-            versions = {
-                name: (text[number] if number < len(text) else "")
-                for name, text in lines.items()
-            }
+            versions = {name: (text[number] if number < len(text) else "") for name, text in lines.items()}
             if len(set(versions.values())) > 1:
                 for name, line in versions.items():
                     print(f"  {name:8} {line[:200]}")
@@ -119,10 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {
-                    f"{path} seed {seed}": report
-                    for (path, seed), report in reports.items()
-                },
+                {f"{path} seed {seed}": report for (path, seed), report in reports.items()},
                 indent=1,
                 ensure_ascii=False,
             ),

@@ -52,16 +52,8 @@ IGNORED_TAGS = {"nbval-ignore-output", "nbval-skip"}  # cells run, not compared
 # their code for the CPU they find. Set before torch loads. "native" is this CPU's own choice.
 KERNEL_PATHS = {
     "native": {},
-    "avx2": {
-        "ATEN_CPU_CAPABILITY": "avx2",
-        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-        "ONEDNN_MAX_CPU_ISA": "AVX2",
-    },
-    "default": {
-        "ATEN_CPU_CAPABILITY": "default",
-        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-        "ONEDNN_MAX_CPU_ISA": "SSE41",
-    },
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"},
 }
 
 SEED_LINE = re.compile(r"^seed = 0\b", flags=re.MULTILINE)  # a chapter's seed cell
@@ -99,11 +91,7 @@ def tags(cell) -> set[str]:
 
 def printed(cell) -> str:
     """What a code cell wrote to its streams (stdout and stderr), as stored."""
-    return "".join(
-        joined(output["text"])
-        for output in cell.get("outputs", [])
-        if output["output_type"] == "stream"
-    )
+    return "".join(joined(output["text"]) for output in cell.get("outputs", []) if output["output_type"] == "stream")
 
 
 def output_text(cell) -> str:
@@ -129,19 +117,10 @@ def definitions(cell_source: str) -> dict[str, str]:
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))
     ]
     starts = [
-        min(
-            [node.lineno]
-            + [decorator.lineno for decorator in getattr(node, "decorator_list", [])]
-        )
-        for node in kept
+        min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])]) for node in kept
     ]
-    text = "\n\n".join(
-        "\n".join(lines[start - 1 : node.end_lineno])
-        for start, node in zip(starts, kept)
-    )
-    return {
-        node.name: text + "\n" for node in kept if isinstance(node, ast.FunctionDef)
-    }
+    text = "\n\n".join("\n".join(lines[start - 1 : node.end_lineno]) for start, node in zip(starts, kept))
+    return {node.name: text + "\n" for node in kept if isinstance(node, ast.FunctionDef)}
 
 
 def exercises(path: Path) -> dict[str, tuple[str, str | None]]:
@@ -202,17 +181,10 @@ def is_compared(cell) -> bool:
 
 
 def first_difference(expected: str, got: str) -> str:
-    for number, (want, have) in enumerate(
-        zip(expected.splitlines(), got.splitlines()), 1
-    ):
+    for number, (want, have) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
         if want != have:
-            column = next(
-                (i for i, (a, b) in enumerate(zip(want, have)) if a != b),
-                min(len(want), len(have)),
-            )
-            start = max(
-                0, column - 60
-            )  # a chart's data is one long line: show where it differs
+            column = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
+            start = max(0, column - 60)  # a chart's data is one long line: show where it differs
             return (
                 f"line {number}, column {column}: expected {want[start : column + 60]!r}, "
                 f"got {have[start : column + 60]!r}"
@@ -234,9 +206,7 @@ def where(index: int, cell_source: str) -> str:
 def run_cell(cell_source: str, namespace: dict) -> str:
     """Execute ``cell_source`` as a notebook cell: stdout, then the repr of a last expression."""
     tree = ast.parse(cell_source)
-    last = (
-        tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    )
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     if last is not None and cell_source.rstrip().endswith(";"):
         tree.body.append(last)  # a trailing semicolon hides the value, as in Jupyter
         last = None
@@ -245,9 +215,7 @@ def run_cell(cell_source: str, namespace: dict) -> str:
         exec(compile(tree, "<cell>", "exec"), namespace)  # noqa: S102 - running the chapter is the point
         value = None
         if last is not None:
-            value = eval(
-                compile(ast.Expression(last.value), "<cell>", "eval"), namespace
-            )
+            value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
     text = out.getvalue()
     if value is not None and not hasattr(value, "_ipython_display_"):
         text += repr(value)  # what Jupyter stores as text/plain
@@ -293,9 +261,7 @@ def run_plain(path: Path, rules: Rules, seed: int | None = None) -> dict:
                 continue
             expected = compared_text(cell, rules)
             if got.strip() != expected.strip():
-                differences.append(
-                    f"{where(index, text)}: {first_difference(expected.strip(), got.strip())}"
-                )
+                differences.append(f"{where(index, text)}: {first_difference(expected.strip(), got.strip())}")
     finally:
         os.chdir(cwd)
     device = str(namespace.get("device", "?"))
@@ -317,10 +283,7 @@ def execute(path: Path, timeout: int, save: bool = True) -> float:
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
     client.execute()
     elapsed = time.perf_counter() - started
@@ -329,9 +292,7 @@ def execute(path: Path, timeout: int, save: bool = True) -> float:
     return elapsed
 
 
-def with_pythonpath(
-    *folders: Path, environment: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def with_pythonpath(*folders: Path, environment: Mapping[str, str] | None = None) -> dict[str, str]:
     """``environment`` (default: this process's) with ``folders`` first on PYTHONPATH."""
     environment = dict(os.environ if environment is None else environment)
     paths = [str(folder) for folder in folders]
@@ -354,9 +315,7 @@ class Kernel:
 
     @classmethod
     @contextlib.contextmanager
-    def started(
-        cls, folder: Path, timeout: int, env: Mapping[str, str] | None = None
-    ) -> Iterator[Kernel]:
+    def started(cls, folder: Path, timeout: int, env: Mapping[str, str] | None = None) -> Iterator[Kernel]:
         import nbformat
         from nbclient import NotebookClient
 
@@ -380,11 +339,7 @@ class Kernel:
             self.client.execute_cell(cell, 0)
         finally:
             self.client.nb = chapter
-        return "".join(
-            output.get("text", "")
-            for output in cell.outputs
-            if output["output_type"] == "stream"
-        )
+        return "".join(output.get("text", "") for output in cell.outputs if output["output_type"] == "stream")
 
     def run_chapter(self, path: Path, rules: Rules) -> list[str]:
         """Run a chapter's code cells in this kernel's namespace; the outputs that differ from the
@@ -402,9 +357,7 @@ class Kernel:
             try:
                 self.client.execute_cell(cell, index)
             except CellExecutionError as failure:
-                errors.append(
-                    f"{where(index, cell.source)} raised {failure.ename}: {failure.evalue}"
-                )
+                errors.append(f"{where(index, cell.source)} raised {failure.ename}: {failure.evalue}")
                 break  # the cells after it would fail for want of its results
             if not is_compared(cell):
                 continue
@@ -418,9 +371,7 @@ class Kernel:
 
 
 # --- Checking generated files (--check) ---------------------------------------------------------
-Compare = Callable[
-    [Path, Path], list[str]
-]  # (new file, committed file) -> what differs
+Compare = Callable[[Path, Path], list[str]]  # (new file, committed file) -> what differs
 
 
 def same_bytes(new: Path, old: Path) -> list[str]:
@@ -460,9 +411,7 @@ def saved_differs(new: Path, old: Path, *ignored: str) -> bool:
             return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
         return a == b
 
-    documents = [
-        torch.load(path, map_location="cpu", weights_only=True) for path in (new, old)
-    ]
+    documents = [torch.load(path, map_location="cpu", weights_only=True) for path in (new, old)]
     for document in documents:
         for key in ignored:
             document.pop(key, None)
@@ -475,33 +424,23 @@ def environment() -> dict:
     its thread count. Record it beside trained weights; ``check_outcome`` names it when they differ."""
     import torch
 
-    mkl = re.search(
-        r"Math Kernel Library Version (.+?)(?: for |$)",
-        torch.__config__.show(),
-        flags=re.MULTILINE,
-    )
+    mkl = re.search(r"Math Kernel Library Version (.+?)(?: for |$)", torch.__config__.show(), flags=re.MULTILINE)
     variables = sorted({name for path in KERNEL_PATHS.values() for name in path})
     return {
         "torch": str(torch.__version__),  # a str subclass weights_only loading refuses
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl": mkl.group(1) if mkl else None,
         "threads": torch.get_num_threads(),
-        "kernel_variables": {
-            name: os.environ[name] for name in variables if name in os.environ
-        },
+        "kernel_variables": {name: os.environ[name] for name in variables if name in os.environ},
     }
 
 
-def environment_difference(
-    recorded: Mapping | None, here: Mapping | None = None
-) -> str | None:
+def environment_difference(recorded: Mapping | None, here: Mapping | None = None) -> str | None:
     """A sentence naming how the ``recorded`` environment differs from ``here`` (default: this one's,
     ``environment()``), or None if it is the same."""
     here = environment() if here is None else here
     if recorded is None:
-        return (
-            f"the committed files record no environment; this one is {json.dumps(here)}"
-        )
+        return f"the committed files record no environment; this one is {json.dumps(here)}"
     changed = {
         key: (recorded.get(key), here.get(key))
         for key in sorted(set(recorded) | set(here))
@@ -512,9 +451,7 @@ def environment_difference(
     return (
         "the committed files were made in another environment (a seeded CPU run gives the same "
         "bits only with the same torch build, kernels and threads): "
-        + "; ".join(
-            f"{key}: {old!r} there, {new!r} here" for key, (old, new) in changed.items()
-        )
+        + "; ".join(f"{key}: {old!r} there, {new!r} here" for key, (old, new) in changed.items())
     )
 
 
@@ -531,17 +468,9 @@ def differing_files(
     The files are taken in the order of ``written`` if given, else by name.
     """
     found = []
-    files = (
-        sorted(path for path in scratch.iterdir() if path.is_file())
-        if written is None
-        else written
-    )
+    files = sorted(path for path in scratch.iterdir() if path.is_file()) if written is None else written
     for new in files:
-        old = (
-            committed / new.name
-            if isinstance(committed, Path)
-            else committed.get(new.name)
-        )
+        old = committed / new.name if isinstance(committed, Path) else committed.get(new.name)
         if old is None or not old.exists():
             found.append(new.name)
         else:
@@ -550,9 +479,7 @@ def differing_files(
 
 
 def regenerate_and_compare(
-    write: Callable[[Path], object],
-    committed: Path | Mapping[str, Path],
-    compare: Mapping[str, Compare] | None = None,
+    write: Callable[[Path], object], committed: Path | Mapping[str, Path], compare: Mapping[str, Compare] | None = None
 ) -> list[str]:
     """``write(folder)`` into a temporary folder, then ``differing_files`` against ``committed``
     (in the order of the paths ``write`` returns, if it returns a list or tuple of them)."""
@@ -560,19 +487,14 @@ def regenerate_and_compare(
         written = write(Path(folder))
         paths = (
             written
-            if written
-            and isinstance(written, list | tuple)
-            and all(isinstance(path, Path) for path in written)
+            if written and isinstance(written, list | tuple) and all(isinstance(path, Path) for path in written)
             else None
         )
         return differing_files(Path(folder), committed, compare, paths)
 
 
 def check_outcome(
-    different: list[str],
-    committed: object,
-    same: str = "identical",
-    recorded: Mapping | None = None,
+    different: list[str], committed: object, same: str = "identical", recorded: Mapping | None = None
 ) -> int:
     """Print what differs from ``committed`` (to stderr) or ``same``; the exit status of ``--check``.
     A difference also says how the environment the committed files ``recorded`` (``environment()``'s

@@ -32,25 +32,14 @@ def tensor_table(model: torch.nn.Module) -> tuple[list[dict], bytes]:
         key = (tensor.data_ptr(), tuple(tensor.shape))
         if key not in stored:
             stored[key] = offset
-            data = (
-                tensor.detach()
-                .cpu()
-                .to(torch.float32)
-                .contiguous()
-                .numpy()
-                .astype("<f4")
-            )
+            data = tensor.detach().cpu().to(torch.float32).contiguous().numpy().astype("<f4")
             chunks.append(data.tobytes())
             offset += tensor.numel()
-        entries.append(
-            {"name": name, "shape": list(tensor.shape), "offset": stored[key]}
-        )
+        entries.append({"name": name, "shape": list(tensor.shape), "offset": stored[key]})
     return entries, b"".join(chunks)
 
 
-def export_model(
-    model: torch.nn.Module, meta: dict, name: str, out_dir: Path = OUT_DIR
-) -> tuple[Path, Path]:
+def export_model(model: torch.nn.Module, meta: dict, name: str, out_dir: Path = OUT_DIR) -> tuple[Path, Path]:
     """Write ``name.bin`` and ``name.json`` to ``out_dir``; return their paths.
 
     ``meta`` holds ``config`` (make_model's keyword arguments, vocabulary sizes
@@ -73,9 +62,7 @@ def export_model(
         raise ValueError(f"meta for {name!r} lacks {sorted(missing)}")
     entries, data = tensor_table(model)
     if len(data) > MAX_BYTES:
-        raise ValueError(
-            f"{name}.bin would be {len(data):,} bytes; the playground's limit is {MAX_BYTES:,}"
-        )
+        raise ValueError(f"{name}.bin would be {len(data):,} bytes; the playground's limit is {MAX_BYTES:,}")
     return write_files(out_dir, name, meta, entries, data)
 
 
@@ -108,9 +95,7 @@ def write_files(
         "tensors": entries,
     }
     layout = {"separators": (",", ":")} if compact else {"indent": 1}
-    json_path.write_text(
-        json.dumps(document, ensure_ascii=False, **layout) + "\n", encoding="utf-8"
-    )
+    json_path.write_text(json.dumps(document, ensure_ascii=False, **layout) + "\n", encoding="utf-8")
     return json_path, bin_path
 
 
@@ -161,14 +146,7 @@ def export_quantized(
             matrices.append((tensor_name, value))
             continue
         floats.append(value.contiguous().numpy().astype("<f4").tobytes())
-        entries.append(
-            {
-                "name": tensor_name,
-                "shape": list(value.shape),
-                "dtype": "float32",
-                "offset": float_count,
-            }
-        )
+        entries.append({"name": tensor_name, "shape": list(value.shape), "dtype": "float32", "offset": float_count})
         float_count += value.numel()
     quantized = []
     for tensor_name, value in matrices:
@@ -180,36 +158,18 @@ def export_quantized(
     for tensor_name, shape, q, scales_offset in quantized:
         integers.append(q.contiguous().numpy().tobytes())
         entries.append(
-            {
-                "name": tensor_name,
-                "shape": shape,
-                "dtype": "int8",
-                "offset": byte_offset,
-                "scales": scales_offset,
-            }
+            {"name": tensor_name, "shape": shape, "dtype": "int8", "offset": byte_offset, "scales": scales_offset}
         )
         byte_offset += q.numel()
     data = b"".join(floats + integers)
     if len(data) > max_bytes:
-        raise ValueError(
-            f"{name}.bin would be {len(data):,} bytes; the limit is {max_bytes:,}"
-        )
-    return write_files(
-        out_dir,
-        name,
-        meta,
-        entries,
-        data,
-        weights_note={"quantized": "int8 rows"},
-        compact=True,
-    )
+        raise ValueError(f"{name}.bin would be {len(data):,} bytes; the limit is {max_bytes:,}")
+    return write_files(out_dir, name, meta, entries, data, weights_note={"quantized": "int8 rows"}, compact=True)
 
 
 def read_state(meta: dict, data: bytes) -> dict:
     """An exported file's state dict, float32 (8-bit matrices dequantized)."""
-    floats = torch.frombuffer(
-        bytearray(data[: len(data) // 4 * 4]), dtype=torch.float32
-    )
+    floats = torch.frombuffer(bytearray(data[: len(data) // 4 * 4]), dtype=torch.float32)
     raw = torch.frombuffer(bytearray(data), dtype=torch.int8)
     state = {}
     for entry in meta["tensors"]:
@@ -228,17 +188,10 @@ def load_model(json_path: Path) -> tuple[torch.nn.Module, dict]:
     """The package's model (eval mode, CPU) with the file's weights; its metadata."""
     meta = json.loads(Path(json_path).read_text(encoding="utf-8"))
     if meta.get("format") != FORMAT:
-        raise ValueError(
-            f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}"
-        )
+        raise ValueError(f"{json_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
     data = (Path(json_path).parent / meta["weights"]["file"]).read_bytes()
-    if (
-        len(data) != meta["weights"]["bytes"]
-        or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]
-    ):
-        raise ValueError(
-            f"{meta['weights']['file']} does not match {json_path} (size or sha256)"
-        )
+    if len(data) != meta["weights"]["bytes"] or hashlib.sha256(data).hexdigest() != meta["weights"]["sha256"]:
+        raise ValueError(f"{meta['weights']['file']} does not match {json_path} (size or sha256)")
     state = read_state(meta, data)
     model = make_model(**meta["config"])
     model.load_state_dict(state, strict=True)

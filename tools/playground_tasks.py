@@ -89,9 +89,7 @@ def resolve(reference: str):
 def separator(vocab) -> str:
     """What joins tokens into text: "" if they are characters, " " if they are words."""
     specials = {vocab.pad_id, vocab.start_id, vocab.end_id}
-    tokens = [
-        token for index, token in enumerate(vocab.tokens) if index not in specials
-    ]
+    tokens = [token for index, token in enumerate(vocab.tokens) if index not in specials]
     return "" if all(len(token) == 1 for token in tokens) else " "
 
 
@@ -109,12 +107,7 @@ def greedy_right(model, task, pairs) -> list[bool]:
     source, _ = task.batch(pairs)  # (pairs, source)
     mask = padding_mask(source, task.source_vocab.pad_id)
     tokens = greedy_decode(
-        model,
-        source,
-        mask,
-        vocab.start_id,
-        task.max_target_len + 1,
-        end_id=vocab.end_id,
+        model, source, mask, vocab.start_id, task.max_target_len + 1, end_id=vocab.end_id
     )  # (pairs, 1 + generated)
     join = separator(vocab).join
     return [
@@ -153,9 +146,7 @@ def task_meta(task, config: dict, sources: list[str]) -> dict:
 
 def held_out_pairs(spec: PlaygroundTask) -> list[tuple]:
     """The task's held-out pairs, as its chapter draws them (never trained on)."""
-    return resolve(spec.factory)(held_out=True).pairs(
-        HELD_OUT_PAIRS, seed=HELD_OUT_SEED
-    )
+    return resolve(spec.factory)(held_out=True).pairs(HELD_OUT_PAIRS, seed=HELD_OUT_SEED)
 
 
 def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
@@ -168,9 +159,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         factory, config = resolve(spec.factory), resolve(spec.config)
         training = resolve(spec.training)
         if factory is None or config is None or training is None:
-            print(
-                f"{spec.name}: skipped, {spec.factory}, {spec.config} or {spec.training} is missing"
-            )
+            print(f"{spec.name}: skipped, {spec.factory}, {spec.config} or {spec.training} is missing")
             continue
         task = factory()
         if spec.pretrained is not None:  # the package's weights, trained by their tool
@@ -179,14 +168,10 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
             made_in = None
         else:
             model, history = train_model(task, **training, device="cpu", config=config)
-            made_in = (
-                environment()
-            )  # what these bits depend on, besides the code and seed
+            made_in = environment()  # what these bits depend on, besides the code and seed
         model = model.cpu().eval()
         if spec.package_file is not None:
-            save_for_package(
-                model, task, config, training, history, spec, out_dir, made_in
-            )
+            save_for_package(model, task, config, training, history, spec, out_dir, made_in)
         config = {
             "source_vocab": len(task.source_vocab),
             "target_vocab": len(task.target_vocab),
@@ -201,15 +186,11 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
         meta = task_meta(task, config, sources)
         # What the page says of each example: the held-out answer, and whether greedy
         # decoding finds it.
-        meta["example_answers"] = [
-            as_text(held_out[index][1], task.target_vocab) for index in chosen
-        ]
+        meta["example_answers"] = [as_text(held_out[index][1], task.target_vocab) for index in chosen]
         meta["example_right"] = [right[index] for index in chosen]
         accuracy = exact_match_accuracy(model, task, held_out, "cpu")
         if round(accuracy, 6) != round(sum(right) / len(right), 6):
-            raise AssertionError(
-                f"{spec.name}: greedy and teacher-forced exact match differ"
-            )
+            raise AssertionError(f"{spec.name}: greedy and teacher-forced exact match differ")
         meta["training"] = {
             **training,
             "device": "cpu",
@@ -230,9 +211,7 @@ def train_and_export(out_dir: Path = OUT_DIR) -> list[dict]:
     return manifest
 
 
-def save_for_package(
-    model, task, config, training, history, spec, out_dir, made_in=None
-) -> Path:
+def save_for_package(model, task, config, training, history, spec, out_dir, made_in=None) -> Path:
     """The package's copy of the trained model (torch.save of plain tensors and numbers,
     loadable with weights_only=True), with the history train_model returned and the
     environment that trained it (``notebooks.environment()``). Written next to the
@@ -245,9 +224,7 @@ def save_for_package(
             "training": dict(training),
             "source_vocab": len(task.source_vocab),
             "target_vocab": len(task.target_vocab),
-            "state_dict": {
-                name: value.clone() for name, value in model.state_dict().items()
-            },
+            "state_dict": {name: value.clone() for name, value in model.state_dict().items()},
             "history": history,
             "environment": made_in,
         },
@@ -276,6 +253,4 @@ def check_round_trip(model: torch.nn.Module, json_path: Path) -> None:
     expected = model.eval().generator(model(source, target))  # eval: no dropout
     model.train(was_training)
     if not torch.equal(loaded.generator(loaded(source, target)), expected):
-        raise AssertionError(
-            f"{json_path}: the exported model computes a different function"
-        )
+        raise AssertionError(f"{json_path}: the exported model computes a different function")

@@ -32,9 +32,7 @@ TRANSLATOR_WRONG = {  # sentence: (the 8-bit model's beam output, what is wrong 
         "it says the green light (绿灯) changed, not that the green team (绿队) lost",
     ),
 }
-TRANSLATOR_MAX_BYTES = (
-    4_000_000  # weights and JSON: all the page downloads for the task
-)
+TRANSLATOR_MAX_BYTES = 4_000_000  # weights and JSON: all the page downloads for the task
 BEAM_SIZE, ALPHA = 4, 0.6  # chapter 14's beam search
 BLEU_FILE = "translator_bleu.json"
 BLEU_LIMIT = 0.5  # the 8-bit weights' test BLEU is within this of the full model's
@@ -45,11 +43,7 @@ def translator_meta(translator) -> dict:
     source, target = translator.source_vocab, translator.target_vocab
     return {
         "title": "English → 中文",
-        "config": {
-            "source_vocab": len(source),
-            "target_vocab": len(target),
-            **translator.config,
-        },
+        "config": {"source_vocab": len(source), "target_vocab": len(target), **translator.config},
         "source_tokens": list(source.tokens),
         "target_tokens": list(target.tokens),
         # chapter 13: NFKC, pre-tokenize, byte-pair merges; unknown tokens are <unk>
@@ -76,9 +70,7 @@ def translator_meta(translator) -> dict:
 
 def translate_all(translator, sentences, beam_size: int) -> list[str]:
     """One sentence at a time, as the page decodes (no padding)."""
-    return translator.translate(
-        sentences, beam_size=beam_size, alpha=ALPHA, batch_size=1
-    )
+    return translator.translate(sentences, beam_size=beam_size, alpha=ALPHA, batch_size=1)
 
 
 def export_translator(out_dir: Path = OUT_DIR) -> dict:
@@ -102,13 +94,8 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
     test = tatoeba_split("test")
     sources = [english for english, _ in test]
     references = [options for _, options in test]
-    examples = [
-        quantized.translate([text], BEAM_SIZE, ALPHA, 1)[0]
-        for text in TRANSLATOR_EXAMPLES
-    ]
-    answers = [
-        dict(test)[text] for text in TRANSLATOR_EXAMPLES
-    ]  # KeyError: not a test sentence
+    examples = [quantized.translate([text], BEAM_SIZE, ALPHA, 1)[0] for text in TRANSLATOR_EXAMPLES]
+    answers = [dict(test)[text] for text in TRANSLATOR_EXAMPLES]  # KeyError: not a test sentence
     right = [output in options for output, options in zip(examples, answers)]
     for text, output, ok in zip(TRANSLATOR_EXAMPLES, examples, right):
         expected = TRANSLATOR_WRONG.get(text, (None,))[0]
@@ -118,9 +105,7 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
         "examples": list(TRANSLATOR_EXAMPLES),
         "example_answers": answers,
         "example_right": right,
-        "example_notes": [
-            TRANSLATOR_WRONG.get(text, (None, None))[1] for text in TRANSLATOR_EXAMPLES
-        ],
+        "example_notes": [TRANSLATOR_WRONG.get(text, (None, None))[1] for text in TRANSLATOR_EXAMPLES],
     }
     outputs = {
         "full beam": translate_all(full, sources, BEAM_SIZE),
@@ -129,19 +114,12 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
         "8-bit greedy": translate_all(quantized, sources, 1),
     }
     scores = {name: corpus_scores(texts, references) for name, texts in outputs.items()}
-    scores = {
-        name: {key: round(value, 4) for key, value in score.items()}
-        for name, score in scores.items()
-    }
+    scores = {name: {key: round(value, 4) for key, value in score.items()} for name, score in scores.items()}
     meta["test_scores"] = {"sentences": len(test), **scores}
-    json_path, bin_path = export_quantized(
-        full.model, meta, TRANSLATOR, out_dir, max_bytes=TRANSLATOR_MAX_BYTES
-    )
+    json_path, bin_path = export_quantized(full.model, meta, TRANSLATOR, out_dir, max_bytes=TRANSLATOR_MAX_BYTES)
     total = bin_path.stat().st_size + json_path.stat().st_size
     if total > TRANSLATOR_MAX_BYTES:
-        raise ValueError(
-            f"the translator's files are {total:,} bytes; the limit is {TRANSLATOR_MAX_BYTES:,}"
-        )
+        raise ValueError(f"the translator's files are {total:,} bytes; the limit is {TRANSLATOR_MAX_BYTES:,}")
     loaded, _ = load_model(json_path)
     for name, value in quantized_model.state_dict().items():
         if not torch.equal(loaded.state_dict()[name], value):
@@ -156,9 +134,7 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
         "bleu_gap": round(gap, 4),
         "translations": outputs,
     }
-    (out_dir / BLEU_FILE).write_text(
-        json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-    )
+    (out_dir / BLEU_FILE).write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     if abs(gap) > BLEU_LIMIT:
         raise AssertionError(f"8-bit beam BLEU is {gap:.2f} below the full model's")
     print(

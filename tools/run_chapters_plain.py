@@ -37,19 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", type=Path, default=chapters())
     parser.add_argument("--json", type=Path)
     parser.add_argument("--kernels", choices=sorted(KERNEL_PATHS), default="native")
-    parser.add_argument(
-        "--seed", type=int, help="set each chapter's `seed = 0` to this"
-    )
-    parser.add_argument(
-        "--device", help="fail unless every chapter picks this device (cuda, mps)"
-    )
+    parser.add_argument("--seed", type=int, help="set each chapter's `seed = 0` to this")
+    parser.add_argument("--device", help="fail unless every chapter picks this device (cuda, mps)")
     args = parser.parse_args(argv)
     wanted = KERNEL_PATHS[args.kernels]
     if any(os.environ.get(name) != value for name, value in wanted.items()):
         if "torch" in sys.modules:
-            raise SystemExit(
-                f"--kernels {args.kernels}: set {wanted} before torch is imported"
-            )
+            raise SystemExit(f"--kernels {args.kernels}: set {wanted} before torch is imported")
         os.execve(
             sys.executable,
             [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])],
@@ -69,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(reports, indent=1), encoding="utf-8")
     wrong_device = [
-        name
-        for name, report in reports.items()
-        if args.device and report["device"].split(":")[0] != args.device
+        name for name, report in reports.items() if args.device and report["device"].split(":")[0] != args.device
     ]
     if wrong_device:
         print(f"not on {args.device}: {', '.join(wrong_device)}", flush=True)

@@ -61,9 +61,7 @@ def run(
     return dict(_said(map(timed, jobs), score))
 
 
-def _timed(
-    train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]
-) -> Run:
+def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]) -> Run:
     arm, seed, budget = job
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -80,24 +78,16 @@ def _said(results, score: str):
         yield (arm, seed), (record, seconds)
 
 
-def write(
-    path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, seeds
-) -> dict:
+def write(path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, seeds) -> dict:
     """The sweep's record (``settings``, ``arms``, ``runs``, ``timings``), written to ``path``."""
     document = {
         "settings": settings,
         "arms": dict(arms),
-        "runs": {
-            arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms
-        },
-        "timings": {
-            arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms
-        },
+        "runs": {arm: {str(seed): found[arm, seed][0] for seed in seeds} for arm in arms},
+        "timings": {arm: {str(seed): found[arm, seed][1] for seed in seeds} for arm in arms},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return document
 
 
@@ -106,9 +96,7 @@ def same_arm(arm: str):
     runs, exactly (the timings and the other arms left out)."""
 
     def compare(new: Path, old: Path) -> list[str]:
-        mine, theirs = (
-            json.loads(path.read_text(encoding="utf-8")) for path in (new, old)
-        )
+        mine, theirs = (json.loads(path.read_text(encoding="utf-8")) for path in (new, old))
         same = (
             mine["settings"] == theirs["settings"]
             and arm in theirs["runs"]
@@ -134,13 +122,9 @@ def main(
 ) -> int:
     """The sweeps' command line: every arm and seed, or ``--check --arm`` one arm; exit status."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument(
-        "--check", action="store_true", help="retrain --arm and compare"
-    )
+    parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
     parser.add_argument("--arm", default=default_arm, choices=sorted(arms))
-    parser.add_argument(
-        "--steps", type=int, default=None, help="another budget (recorded)"
-    )
+    parser.add_argument("--steps", type=int, default=None, help="another budget (recorded)")
     parser.add_argument(
         "--arms",
         nargs="+",
@@ -148,26 +132,22 @@ def main(
         choices=sorted(arms),
         help="a subset (recorded)",
     )
+    parser.add_argument("--batch-size", type=int, default=None, help="another batch size (recorded)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument("--workers", type=int, default=2, help="runs side by side")
     parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
     budget = dict(budget, **({"steps": args.steps} if args.steps else {}))
+    budget = dict(budget, **({"batch_size": args.batch_size} if args.batch_size else {}))
     started = time.perf_counter()
     if not args.check:
-        document = sweep_and_write(
-            args.out, list(args.arms), args.seeds, budget, args.workers
-        )
+        document = sweep_and_write(args.out, list(args.arms), args.seeds, budget, args.workers)
         if summary:
             summary(document)
-        print(
-            f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}"
-        )
+        print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}")
         return 0
     different = regenerate_and_compare(
-        lambda folder: sweep_and_write(
-            folder, [args.arm], args.seeds, budget, args.workers
-        ),
+        lambda folder: sweep_and_write(folder, [args.arm], args.seeds, budget, args.workers),
         args.out,
         {record_file: same_arm(args.arm)},
     )

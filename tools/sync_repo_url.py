@@ -84,19 +84,11 @@ HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # Colab, Jupy
 
 def repository() -> tuple[str, str, str]:
     """(URL without trailing slash, branch, path_to_book) from _config.yml."""
-    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))[
-        "repository"
-    ]
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
     url = config["url"].rstrip("/").removesuffix(".git")
     if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
-        raise SystemExit(
-            f"repository.url in _config.yml must look like https://github.com/OWNER/REPO; got {url!r}"
-        )
-    return (
-        url,
-        config.get("branch", "main"),
-        (config.get("path_to_book") or "").strip("/"),
-    )
+        raise SystemExit(f"repository.url in _config.yml must look like https://github.com/OWNER/REPO; got {url!r}")
+    return url, config.get("branch", "main"), (config.get("path_to_book") or "").strip("/")
 
 
 def badge_image() -> str:
@@ -109,9 +101,7 @@ def badge(notebook: Path) -> str:
     relative = notebook.resolve().relative_to(REPO_ROOT).as_posix()
     if book_path:
         relative = f"{book_path}/{relative}"
-    colab = url.replace(
-        "https://github.com/", "https://colab.research.google.com/github/"
-    )
+    colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
     return f"[![Open in Colab]({badge_image()})]({colab}/blob/{branch}/{relative})"
 
 
@@ -123,9 +113,7 @@ def package_spec() -> str:
 
 def companion_modules() -> list[str]:
     """The top-level packages of the companion distribution (src/*/__init__.py)."""
-    return sorted(
-        path.parent.name for path in (REPO_ROOT / "src").glob("*/__init__.py")
-    )
+    return sorted(path.parent.name for path in (REPO_ROOT / "src").glob("*/__init__.py"))
 
 
 def install_line() -> str:
@@ -191,49 +179,30 @@ def problems_in(notebook: Path, fix: bool) -> list[str]:
     data = nbformat.read(notebook, as_version=4)
     cells = data.cells
     problems = []
-    first_markdown = next(
-        (cell for cell in cells if cell["cell_type"] == "markdown"), None
-    )
+    first_markdown = next((cell for cell in cells if cell["cell_type"] == "markdown"), None)
     text = "".join(first_markdown["source"]) if first_markdown else ""
     if not BADGE_LINE.search(text):
-        problems.append(
-            f"{notebook.name}: no Open in Colab badge line in the first markdown cell"
-        )
+        problems.append(f"{notebook.name}: no Open in Colab badge line in the first markdown cell")
     elif BADGE_LINE.search(text).group(0) != badge(notebook):
         link = badge(notebook).rsplit("](", 1)[1].rstrip(")")
-        problems.append(
-            f"{notebook.name}: Colab badge is not the generated one (inline image, link {link})"
-        )
+        problems.append(f"{notebook.name}: Colab badge is not the generated one (inline image, link {link})")
         if fix:
             first_markdown["source"] = BADGE_LINE.sub(lambda _: badge(notebook), text)
-    setup = [
-        cell
-        for cell in cells
-        if cell["cell_type"] == "code"
-        and "".join(cell["source"]).startswith(SETUP_MARKER)
-    ]
+    setup = [cell for cell in cells if cell["cell_type"] == "code" and "".join(cell["source"]).startswith(SETUP_MARKER)]
     first_code = next(cell for cell in cells if cell["cell_type"] == "code")
     if len(setup) != 1 or setup[0] is not first_code:
-        problems.append(
-            f"{notebook.name}: the first code cell must be the one Colab setup cell"
-        )
+        problems.append(f"{notebook.name}: the first code cell must be the one Colab setup cell")
         return problems  # nothing safe to rewrite: the chapter needs its setup cell placed by hand
     if "".join(first_code["source"]) != setup_source():
-        problems.append(
-            f"{notebook.name}: setup cell is not the one generated for {package_spec()!r}"
-        )
+        problems.append(f"{notebook.name}: setup cell is not the one generated for {package_spec()!r}")
         if fix:
             first_code["source"] = setup_source()
     if not is_hidden(first_code):
-        problems.append(
-            f"{notebook.name}: the setup cell is not collapsed (Colab form, Jupyter, book)"
-        )
+        problems.append(f"{notebook.name}: the setup cell is not collapsed (Colab form, Jupyter, book)")
         if fix:
             hide(first_code)
     for cell in cells:
-        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(
-            SETUP_PROSE_HEADING
-        ):
+        if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING):
             problems.append(
                 f"{notebook.name}: a '{SETUP_PROSE_HEADING}' cell (the set-up is one collapsed cell, its title says what it does)"
             )
@@ -241,21 +210,14 @@ def problems_in(notebook: Path, fix: bool) -> list[str]:
         data.cells = cells = [
             cell
             for cell in cells
-            if not (
-                cell["cell_type"] == "markdown"
-                and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING)
-            )
+            if not (cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith(SETUP_PROSE_HEADING))
         ]
     for cell in cells:
-        if cell["cell_type"] != "code" or "solution" not in cell["metadata"].get(
-            "tags", []
-        ):
+        if cell["cell_type"] != "code" or "solution" not in cell["metadata"].get("tags", []):
             continue
         text = "".join(cell["source"])
         if not text.startswith(SOLUTION_TITLE) or not is_hidden(cell):
-            problems.append(
-                f"{notebook.name}: a solution cell without its title or not hidden: {text[:60]!r}"
-            )
+            problems.append(f"{notebook.name}: a solution cell without its title or not hidden: {text[:60]!r}")
             if fix:
                 if not text.startswith(SOLUTION_TITLE):
                     cell["source"] = f"{SOLUTION_TITLE}\n{text}"
@@ -267,9 +229,7 @@ def problems_in(notebook: Path, fix: bool) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--check", action="store_true", help="report instead of rewriting"
-    )
+    parser.add_argument("--check", action="store_true", help="report instead of rewriting")
     args = parser.parse_args(argv)
     all_problems = []
     for notebook in chapters():

@@ -77,10 +77,7 @@ def run_all(steps: int = 20, max_tokens: int | None = None) -> dict:
             record = launch([*common, *filled], processes)
             record.pop("seconds")
             runs[name] = record
-            print(
-                f"{name}: loss {record['loss']:.6f}, parameter sum {record['parameter_sum']:.6f}",
-                flush=True,
-            )
+            print(f"{name}: loss {record['loss']:.6f}, parameter sum {record['parameter_sum']:.6f}", flush=True)
     return runs
 
 
@@ -107,14 +104,9 @@ def problems(runs: dict) -> list[str]:
     for name in EQUAL:
         for key, tolerance in TOLERANCE.items():
             if found[name][key] > tolerance:
-                wrong.append(
-                    f"{name}: {key} off by {found[name][key]:.3g} > {tolerance}"
-                )
+                wrong.append(f"{name}: {key} off by {found[name][key]:.3g} > {tolerance}")
     resumed, whole = runs["resumed at 10"], runs["2 processes, DDP"]
-    if (
-        resumed["losses"] != whole["losses"][10:]
-        or resumed["parameter_sum"] != whole["parameter_sum"]
-    ):
+    if resumed["losses"] != whole["losses"][10:] or resumed["parameter_sum"] != whole["parameter_sum"]:
         wrong.append("the run resumed at step 10 differs from the uninterrupted one")
     naive = found["2 processes, per-batch mean"]["parameter_sum"]
     if naive <= 10 * TOLERANCE["parameter_sum"]:
@@ -140,12 +132,7 @@ def against_record(runs: dict, saved: dict) -> list[str]:
 
 def record_or_check(check: bool) -> int:
     runs = run_all()
-    record = {
-        "tolerance": TOLERANCE,
-        "reference": REFERENCE,
-        "runs": runs,
-        "differences": differences(runs),
-    }
+    record = {"tolerance": TOLERANCE, "reference": REFERENCE, "runs": runs, "differences": differences(runs)}
     wrong = problems(runs)
     if check:
         wrong += against_record(runs, json.loads(RECORD.read_text(encoding="utf-8")))

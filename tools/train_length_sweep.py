@@ -1,8 +1,8 @@
 """Length beyond training (chapter 16): five position schemes trained on four-verse poems, recorded.
 
-    python tools/train_length_sweep.py --steps 250 --arms rotary alibi none   # the committed record
+    python tools/train_length_sweep.py --steps 200 --batch-size 32 --arms rotary alibi none   # the committed record
     python tools/train_length_sweep.py                 # every arm at the shipped poet's budget
-    python tools/train_length_sweep.py --check --steps 250 --arms rotary alibi none  # one arm
+    python tools/train_length_sweep.py --check --steps 200 --batch-size 32 --arms rotary alibi none  # one arm
     python tools/train_length_sweep.py --check --arm alibi
 
 A small ``ModernDecoder`` (``SIZE``) is trained on the four-verse poems of chapter 15's training
@@ -73,9 +73,7 @@ def build(arm: str, vocab_size: int) -> torch.nn.Module:
 
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {sorted(ARMS)}; got {arm!r}")
-    return ModernDecoder(
-        ModernConfig(vocab_size, positions=ARMS[arm][1], max_len=TRAIN_LEN, **SIZE)
-    )
+    return ModernDecoder(ModernConfig(vocab_size, positions=ARMS[arm][1], max_len=TRAIN_LEN, **SIZE))
 
 
 @torch.no_grad()
@@ -108,9 +106,7 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
     long = [poem for poem in held_out if verses(poem) == 8]
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
-    evaluate, held_out_curve = sweeps.scored_every(
-        lambda model: perplexity(model, vocab, short)
-    )
+    evaluate, held_out_curve = sweeps.scored_every(lambda model: perplexity(model, vocab, short))
     losses = train_lm(
         model,
         vocab,
@@ -131,9 +127,7 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
         trained = model.config
         for name, scaling in RESCALED.items():
             model.config = dataclasses.replace(trained, rope_scaling=scaling)
-            record[f"loss_by_position_{name}"] = loss_by_position(
-                model, eight, vocab.pad_id, PREDICTIONS
-            )
+            record[f"loss_by_position_{name}"] = loss_by_position(model, eight, vocab.pad_id, PREDICTIONS)
         model.config = trained
     return record
 
@@ -165,9 +159,7 @@ def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) ->
     from transformer_book import PoemVocabulary, poem_split
 
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
-    found = sweeps.run(
-        train_one, arms, seeds, training, "four_verse_perplexity", workers
-    )
+    found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers)
 
     def arm_record(arm):
         torch.manual_seed(0)

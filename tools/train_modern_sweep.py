@@ -63,15 +63,12 @@ def build(arm: str, vocab_size: int, max_len: int = 64) -> torch.nn.Module:
     changes = ARMS[arm][1]
     if changes is None:
         return GPT(GPTConfig(vocab_size, max_len=max_len, **SIZE))
-    return ModernDecoder(
-        ModernConfig(vocab_size, **dict(MODERN, max_len=max_len, **changes))
-    )
+    return ModernDecoder(ModernConfig(vocab_size, **dict(MODERN, max_len=max_len, **changes)))
 
 
 def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
     return [
-        round(sum(chunk) / len(chunk), 4)
-        for chunk in (losses[i : i + every] for i in range(0, len(losses), every))
+        round(sum(chunk) / len(chunk), 4) for chunk in (losses[i : i + every] for i in range(0, len(losses), every))
     ]
 
 
@@ -84,9 +81,7 @@ def train_one(arm: str, seed: int, sweep: dict) -> dict:
     held_out = poem_split("held-out", by=sweeps.SPLIT)
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
-    evaluate, held_out_curve = sweeps.scored_every(
-        lambda model: perplexity(model, vocab, held_out)
-    )
+    evaluate, held_out_curve = sweeps.scored_every(lambda model: perplexity(model, vocab, held_out))
     losses = train_lm(
         model,
         vocab,
@@ -149,9 +144,7 @@ def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> di
 def summary(document: dict) -> None:
     for arm, runs in document["runs"].items():
         values = [run["held_out_perplexity"] for run in runs.values()]
-        print(
-            f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} range {min(values)}..{max(values)}"
-        )
+        print(f"{ARMS[arm][0]:32} mean {sum(values) / len(values):.3f} range {min(values)}..{max(values)}")
 
 
 def main(argv: list[str] | None = None) -> int:

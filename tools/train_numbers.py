@@ -70,9 +70,7 @@ DECODERS = {  # name: (beam size, length penalty alpha); a beam of 1 is greedy d
 
 
 def half(model: torch.nn.Module) -> dict:
-    return {
-        name: value.detach().cpu().half() for name, value in model.state_dict().items()
-    }
+    return {name: value.detach().cpu().half() for name, value in model.state_dict().items()}
 
 
 def decode_all(model, task, pairs) -> dict:
@@ -84,15 +82,10 @@ def decode_all(model, task, pairs) -> dict:
     expected = [text for _, text in pairs]
     max_new = task.max_target_len + 1
     reference = sequence_log_prob(model, source, mask, target, end_id=vocab.end_id)
-    record = {
-        "right answer log p": [round(x, 4) for x in reference.tolist()],
-        "decoders": {},
-    }
+    record = {"right answer log p": [round(x, 4) for x in reference.tolist()], "decoders": {}}
     for name, (beam_size, alpha) in DECODERS.items():
         if beam_size == 1:
-            tokens = greedy_decode(
-                model, source, mask, vocab.start_id, max_new, end_id=vocab.end_id
-            )
+            tokens = greedy_decode(model, source, mask, vocab.start_id, max_new, end_id=vocab.end_id)
         else:
             tokens, _ = beam_search(
                 model,
@@ -105,20 +98,11 @@ def decode_all(model, task, pairs) -> dict:
                 length_penalty=alpha,
             )
         outputs = [vocab.decode(row) for row in tokens]
-        scores = sequence_log_prob(
-            model, source, mask, tokens, end_id=vocab.end_id
-        ).tolist()
-        wrong = {
-            i: (out, round(scores[i], 4))
-            for i, out in enumerate(outputs)
-            if out != expected[i]
-        }
+        scores = sequence_log_prob(model, source, mask, tokens, end_id=vocab.end_id).tolist()
+        wrong = {i: (out, round(scores[i], 4)) for i, out in enumerate(outputs) if out != expected[i]}
         record["decoders"][name] = {
             "right": len(pairs) - len(wrong),
-            "wrong": {
-                str(i): {"output": out, "log p": score}
-                for i, (out, score) in wrong.items()
-            },
+            "wrong": {str(i): {"output": out, "log p": score} for i, (out, score) in wrong.items()},
         }
     return record
 
@@ -143,24 +127,12 @@ def train_all() -> tuple[dict, dict]:
         checkpoints[steps], histories[steps] = half(model), history
         runs[str(steps)] = evaluate(checkpoints[steps], task, held_out_task, pairs)
         greedy = runs[str(steps)]["decoders"]["greedy"]["right"] / HELD_OUT
-        print(
-            f"{steps} steps: greedy exact match {greedy:.1%} ({time.perf_counter() - started:.0f} s)",
-            flush=True,
-        )
+        print(f"{steps} steps: greedy exact match {greedy:.1%} ({time.perf_counter() - started:.0f} s)", flush=True)
     longest = histories[CHECKPOINT_STEPS[-1]]
-    for (
-        steps,
-        history,
-    ) in histories.items():  # every run is the start of the longest one
-        assert history == longest[: len(history)], (
-            f"the {steps}-step run is not a prefix of the longest"
-        )
+    for steps, history in histories.items():  # every run is the start of the longest one
+        assert history == longest[: len(history)], f"the {steps}-step run is not a prefix of the longest"
     saved = {
-        "config": dict(
-            NUMBERS_CONFIG,
-            source_vocab=len(task.source_vocab),
-            target_vocab=len(task.target_vocab),
-        ),
+        "config": dict(NUMBERS_CONFIG, source_vocab=len(task.source_vocab), target_vocab=len(task.target_vocab)),
         "training": dict(NUMBERS_TRAINING, steps=CHECKPOINT_STEPS[-1]),
         "checkpoints": checkpoints,
         "history": longest,
@@ -196,25 +168,17 @@ def weights_differences(new: Path, old: Path) -> list[str]:
     theirs = torch.load(old, weights_only=True)
     for steps, state in theirs["checkpoints"].items():
         for name, value in state.items():
-            if not torch.equal(
-                ours["checkpoints"].get(steps, {}).get(name, torch.empty(0)), value
-            ):
+            if not torch.equal(ours["checkpoints"].get(steps, {}).get(name, torch.empty(0)), value):
                 found.append(f"{WEIGHTS_FILE}: checkpoint {steps}, tensor {name}")
     aside = ("checkpoints", "environment")
-    if {k: v for k, v in ours.items() if k not in aside} != {
-        k: v for k, v in theirs.items() if k not in aside
-    }:
+    if {k: v for k, v in ours.items() if k not in aside} != {k: v for k, v in theirs.items() if k not in aside}:
         found.append(f"{WEIGHTS_FILE}: configuration or history")
     return found
 
 
 def runs_differences(new: Path, old: Path) -> list[str]:
     """Whether two numbers_runs.json record other decodings (the time and environment aside)."""
-    return (
-        [f"{RUNS_FILE}: decodings"]
-        if json_differs(new, old, ("seconds",), ("environment",))
-        else []
-    )
+    return [f"{RUNS_FILE}: decodings"] if json_differs(new, old, ("seconds",), ("environment",)) else []
 
 
 COMPARE = {WEIGHTS_FILE: weights_differences, RUNS_FILE: runs_differences}
@@ -234,16 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{record['seconds'] / 60:.1f} minutes")
     if not args.check:
         write(saved, record, WEIGHTS_DIR)
-        size = (WEIGHTS_DIR / WEIGHTS_FILE).stat().st_size + (
-            WEIGHTS_DIR / RUNS_FILE
-        ).stat().st_size
-        print(
-            f"wrote {WEIGHTS_FILE} and {RUNS_FILE} ({size / 1e6:.2f} MB) to {WEIGHTS_DIR}"
-        )
+        size = (WEIGHTS_DIR / WEIGHTS_FILE).stat().st_size + (WEIGHTS_DIR / RUNS_FILE).stat().st_size
+        print(f"wrote {WEIGHTS_FILE} and {RUNS_FILE} ({size / 1e6:.2f} MB) to {WEIGHTS_DIR}")
         return 0
-    found = regenerate_and_compare(
-        lambda folder: write(saved, record, folder), WEIGHTS_DIR, COMPARE
-    )
+    found = regenerate_and_compare(lambda folder: write(saved, record, folder), WEIGHTS_DIR, COMPARE)
     # a seeded CPU run's bits depend on the torch build: a difference names how this environment
     # differs from the one the shipped files record
     return check_outcome(

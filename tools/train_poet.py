@@ -48,11 +48,7 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
     poet, losses = train_poet(steps=steps)
     minutes = (time.perf_counter() - started) / 60
     weights = {name: t.detach().half() for name, t in poet.model.state_dict().items()}
-    stored = {
-        "config": POET_CONFIG,
-        "characters": poet.vocab.tokens[3:],
-        "weights": weights,
-    }
+    stored = {"config": POET_CONFIG, "characters": poet.vocab.tokens[3:], "weights": weights}
     buffer = io.BytesIO()
     torch.save(stored, buffer)
     out.mkdir(parents=True, exist_ok=True)
@@ -70,13 +66,9 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
         "samples": samples,
         "untrained_samples": untrained_samples,
         "losses": [round(loss, 5) for loss in losses],
-        "held_out_perplexity": round(
-            perplexity(poet.model, poet.vocab, poem_split("held-out")), 4
-        ),
+        "held_out_perplexity": round(perplexity(poet.model, poet.vocab, poem_split("held-out")), 4),
     }
-    (out / HISTORY_FILE).write_text(
-        json.dumps(history, indent=1) + "\n", encoding="utf-8"
-    )
+    (out / HISTORY_FILE).write_text(json.dumps(history, indent=1) + "\n", encoding="utf-8")
     return {"minutes": minutes, **history}
 
 
@@ -96,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     results = []
-    different = regenerate_and_compare(
-        lambda folder: results.append(train_and_write(folder, args.steps)), args.out
-    )
+    different = regenerate_and_compare(lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
     result = results[0]
     print(f"retrained in {result['minutes']:.1f} min")
     return check_outcome(different, args.out)

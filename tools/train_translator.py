@@ -49,13 +49,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import (
-    REPO_ROOT,
-    check_outcome,
-    differing_files,
-    json_differs,
-    regenerate_and_compare,
-)
+from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
 from transformer_book import (
     MERGES_FILE,
     TRANSLATOR_WEIGHTS,
@@ -79,9 +73,7 @@ SHIPPED_RUN = "smoothing 0.1"
 BEAM = dict(beam_size=4, alpha=0.6)  # the paper's
 
 
-def train_run(
-    name: str, smoothing: float, merges: list, device: str, seed: int | None = None
-) -> dict:
+def train_run(name: str, smoothing: float, merges: list, device: str, seed: int | None = None) -> dict:
     """One model: train, average, translate the test set. Runs in its own process.
 
     ``seed`` replaces the recipe's (``TRANSLATION_TRAINING["seed"]``: the shipped model's):
@@ -100,14 +92,8 @@ def train_run(
             "dev_chrf": scores["chrf"],
         }
 
-    changes = (
-        {"smoothing": smoothing}
-        if seed is None
-        else {"smoothing": smoothing, "seed": seed}
-    )
-    averaged, last, history = train_recipe(
-        train, merges, device=device, on_epoch=on_epoch, **changes
-    )
+    changes = {"smoothing": smoothing} if seed is None else {"smoothing": smoothing, "seed": seed}
+    averaged, last, history = train_recipe(train, merges, device=device, on_epoch=on_epoch, **changes)
     trained_seconds = time.perf_counter() - started
     averaged.model.cpu()
     last.model.cpu()
@@ -137,10 +123,7 @@ def train_all(device: str, seed: int | None = None) -> tuple[list, dict, dict]:
     merges = learn_bpe(english, translation.TRANSLATION_TRAINING["num_merges"])
     bpe_seconds = time.perf_counter() - started
     print(f"learned {len(merges)} merges in {bpe_seconds:.0f} s", flush=True)
-    jobs = [
-        (name, smoothing, merges, device, seed)
-        for name, smoothing in SMOOTHING_RUNS.items()
-    ]
+    jobs = [(name, smoothing, merges, device, seed) for name, smoothing in SMOOTHING_RUNS.items()]
     if device == "cpu":  # two processes, one thread each: the 2-core machine's best
         with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
             results = pool.starmap(train_run, jobs)
@@ -192,9 +175,7 @@ def run_summary(run: dict, test: list) -> dict:
             scores[label] = {name: round(value, 2) for name, value in found.items()}
     return {
         "test": scores,
-        "test_loss": {
-            label: round(loss, 4) for label, loss in run["test_loss"].items()
-        },
+        "test_loss": {label: round(loss, 4) for label, loss in run["test_loss"].items()},
         "dev_loss": [round(epoch["dev_loss"], 4) for epoch in run["history"]],
     }
 
@@ -203,15 +184,11 @@ def spread_record(records: dict[int, dict]) -> dict:
     """Seed -> a runs record, summarised: {"seeds": {seed: {run: summary}}, "settings"}."""
     test = tatoeba_split("test")
     shipped_seed = translation.TRANSLATION_TRAINING["seed"]
-    settings = dict(
-        records[shipped_seed]["settings"], training=translation.TRANSLATION_TRAINING
-    )
+    settings = dict(records[shipped_seed]["settings"], training=translation.TRANSLATION_TRAINING)
     return {
         "settings": {key: value for key, value in settings.items() if key != "torch"},
         "seeds": {
-            str(seed): {
-                name: run_summary(run, test) for name, run in record["runs"].items()
-            }
+            str(seed): {name: run_summary(run, test) for name, run in record["runs"].items()}
             for seed, record in sorted(records.items())
         },
     }
@@ -228,9 +205,7 @@ def spread(seeds: list[int], device: str, check: bool) -> int:
         raise SystemExit(
             f"--spread: seed {shipped_seed} is the shipped run's, read from {RUNS_FILE}; give the other seeds"
         )
-    records = {
-        shipped_seed: json.loads((WEIGHTS_DIR / RUNS_FILE).read_text(encoding="utf-8"))
-    }
+    records = {shipped_seed: json.loads((WEIGHTS_DIR / RUNS_FILE).read_text(encoding="utf-8"))}
     for seed in seeds:
         print(f"seed {seed}", flush=True)
         records[seed] = train_all(device, seed)[2]
@@ -239,13 +214,8 @@ def spread(seeds: list[int], device: str, check: bool) -> int:
         write_spread(record, WEIGHTS_DIR)
         print(f"wrote {SEEDS_FILE} to {WEIGHTS_DIR}")
         return 0
-    found = regenerate_and_compare(
-        lambda folder: write_spread(record, folder),
-        {SEEDS_FILE: WEIGHTS_DIR / SEEDS_FILE},
-    )
-    return check_outcome(
-        found, "the shipped spread record", same="identical to the shipped record"
-    )
+    found = regenerate_and_compare(lambda folder: write_spread(record, folder), {SEEDS_FILE: WEIGHTS_DIR / SEEDS_FILE})
+    return check_outcome(found, "the shipped spread record", same="identical to the shipped record")
 
 
 def merges_differences(new: Path, old: Path) -> list[str]:
@@ -273,11 +243,7 @@ def runs_differences(new: Path, old: Path) -> list[str]:
     return [f"{RUNS_FILE}: histories or translations"] if differs else []
 
 
-COMPARE = {
-    MERGES_FILE: merges_differences,
-    TRANSLATOR_WEIGHTS: weights_differences,
-    RUNS_FILE: runs_differences,
-}
+COMPARE = {MERGES_FILE: merges_differences, TRANSLATOR_WEIGHTS: weights_differences, RUNS_FILE: runs_differences}
 
 
 def shipped(weights_dir: Path, data_dir: Path) -> dict[str, Path]:
@@ -299,18 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="train again and compare")
     parser.add_argument("--device", default="cpu", help="cpu (reproducible) or cuda")
+    parser.add_argument("--out", type=Path, help="write all three files here instead of the package")
+    parser.add_argument("--seed", type=int, help="another seed than the shipped model's (needs --out)")
     parser.add_argument(
-        "--out", type=Path, help="write all three files here instead of the package"
-    )
-    parser.add_argument(
-        "--seed", type=int, help="another seed than the shipped model's (needs --out)"
-    )
-    parser.add_argument(
-        "--spread",
-        type=int,
-        nargs="+",
-        metavar="SEED",
-        help=f"train these seeds too and write {SEEDS_FILE}",
+        "--spread", type=int, nargs="+", metavar="SEED", help=f"train these seeds too and write {SEEDS_FILE}"
     )
     args = parser.parse_args(argv)
     if args.spread:
@@ -318,30 +276,18 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--spread writes its own record: no --seed or --out with it")
         return spread(args.spread, args.device, args.check)
     if args.seed is not None and (args.check or not args.out):
-        parser.error(
-            f"--seed {args.seed} trains another model than the shipped one: give --out (and no --check)"
-        )
+        parser.error(f"--seed {args.seed} trains another model than the shipped one: give --out (and no --check)")
     merges, saved, record = train_all(args.device, args.seed)
     print(json.dumps(record["timing_seconds"], indent=1))
     if not args.check:
-        weights_dir, data_dir = (
-            (args.out, args.out) if args.out else (WEIGHTS_DIR, DATA_DIR)
-        )
+        weights_dir, data_dir = (args.out, args.out) if args.out else (WEIGHTS_DIR, DATA_DIR)
         write(merges, saved, record, weights_dir, data_dir)
-        print(
-            f"wrote {MERGES_FILE} to {data_dir}, {TRANSLATOR_WEIGHTS} and {RUNS_FILE} to {weights_dir}"
-        )
+        print(f"wrote {MERGES_FILE} to {data_dir}, {TRANSLATOR_WEIGHTS} and {RUNS_FILE} to {weights_dir}")
         return 0
     found = regenerate_and_compare(
-        lambda folder: write(merges, saved, record, folder, folder),
-        shipped(WEIGHTS_DIR, DATA_DIR),
-        COMPARE,
+        lambda folder: write(merges, saved, record, folder, folder), shipped(WEIGHTS_DIR, DATA_DIR), COMPARE
     )
-    return check_outcome(
-        found,
-        "the shipped files",
-        same="identical to the shipped files (timings aside)",
-    )
+    return check_outcome(found, "the shipped files", same="identical to the shipped files (timings aside)")
 
 
 if __name__ == "__main__":

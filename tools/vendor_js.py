@@ -54,33 +54,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         specs = [f"{package}@{version}" for package, version in versions.items()]
         specs.append(f"mathjax@{MATHJAX_VERSION}")
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", workdir, *specs],
-            check=True,
-        )
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", workdir, *specs], check=True)
         modules = Path(workdir) / "node_modules"
         VENDOR.mkdir(parents=True, exist_ok=True)
         installed = {}
         for package in versions:
-            shutil.copy(
-                modules / package / "build" / f"{package}.min.js",
-                VENDOR / f"{package}.min.js",
-            )
-            installed[package] = json.loads(
-                (modules / package / "package.json").read_text()
-            )["version"]
+            shutil.copy(modules / package / "build" / f"{package}.min.js", VENDOR / f"{package}.min.js")
+            installed[package] = json.loads((modules / package / "package.json").read_text())["version"]
         (VENDOR / "mathjax").mkdir(exist_ok=True)
-        shutil.copy(
-            modules / "mathjax" / "es5" / "tex-svg.js",
-            VENDOR / "mathjax" / "tex-svg.js",
-        )
+        shutil.copy(modules / "mathjax" / "es5" / "tex-svg.js", VENDOR / "mathjax" / "tex-svg.js")
         installed["mathjax"] = MATHJAX_VERSION
     (VENDOR / "versions.json").write_text(json.dumps(installed, indent=2) + "\n")
     (STATIC / "vega-offline.js").write_text(offline_script(versions))
-    print(
-        "vendored",
-        ", ".join(f"{name} {version}" for name, version in installed.items()),
-    )
+    print("vendored", ", ".join(f"{name} {version}" for name, version in installed.items()))
     return 0
 
 
