@@ -1,6 +1,6 @@
 """Length beyond training (chapter 16): five position schemes trained on four-verse poems, recorded.
 
-    python tools/train_length_sweep.py --steps 200 --batch-size 32 --arms rotary alibi none   # the committed record
+    python tools/train_length_sweep.py --steps 200 --batch-size 32 --arms rotary alibi none   # the record (26.7 min, shared machine)
     python tools/train_length_sweep.py                 # every arm at the shipped poet's budget
     python tools/train_length_sweep.py --check --steps 200 --batch-size 32 --arms rotary alibi none  # one arm
     python tools/train_length_sweep.py --check --arm alibi
