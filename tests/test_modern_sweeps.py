@@ -52,11 +52,8 @@ def test_the_tools_default_budget_is_the_shipped_poets():
 
 def test_the_arms_are_what_the_tool_builds_and_their_sizes_match():
     counts = {arm: SWEEP["arms"][arm]["parameters"] for arm in SWEEP["arms"]}
-    # "within a few percent": at most 5.1% (the GELU arm, 5.1% fewer than GPT-2's block; the
-    # vocabulary of 5,501 tokens, 5,783 before the poems' variants were normalised, is a smaller
-    # share of each arm than it was)
+    # "within a few percent": the modern block has 4.2% fewer than GPT-2's block
     assert all(abs(count / counts["gpt2"] - 1) < 0.06 for count in counts.values())
-    assert SWEEP["arms"]["mha"]["config"]["kv_heads"] == 4
     assert SWEEP["arms"]["modern"]["config"] == sweep_tool.MODERN
 
 
@@ -85,20 +82,6 @@ def spread(arm: str) -> float:
     return max(perplexities(arm)) - min(perplexities(arm))
 
 
-def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs():
-    # "GPT-2's block lower than the modern one with every seed" (the same seed draws the same
-    # batches for every arm)
-    assert all(gpt2 < modern for gpt2, modern in zip(perplexities("gpt2"), perplexities("modern")))
-    # "RMSNorm, the learned table and multi-head attention within each other's spread"
-    for arm in ("layernorm", "learned", "mha"):
-        assert min(perplexities(arm)) < max(perplexities("modern")), arm
-        assert min(perplexities("modern")) < max(perplexities(arm)), arm
-    # "the GELU layer worse and unsteady"
-    others = [mean(perplexities(arm)) for arm in SWEEP["runs"] if arm != "gelu"]
-    assert mean(perplexities("gelu")) > max(others) + 50
-    assert spread("gelu") > 5 * spread("modern")
-
-
 @pytest.fixture(scope="module")
 def count_tables():
     """The chapter's yardsticks: counts by position in the poem (held-out poems), and by position
@@ -117,11 +100,18 @@ def count_tables():
     return poems, verses
 
 
-def test_no_arm_of_the_recorded_sweep_beats_the_count_table(count_tables):
-    # "The count table ... is below every arm with every seed: the best run of any arm is 2% worse"
+def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs(count_tables):
     poems, _ = count_tables
-    best = min(min(perplexities(arm)) for arm in SWEEP["runs"])
-    assert 1.005 < best / poems < 1.03
+    gpt2, modern = perplexities("gpt2"), perplexities("modern")
+    # "GPT-2's block is lower with every seed" (the same seed draws the same batches)
+    assert all(mine < theirs for mine, theirs in zip(gpt2, modern))
+    # "GPT-2's block is 20% below [the count table] with every seed, the modern block is not"
+    assert max(gpt2) <= 0.8 * poems < max(modern)
+    # "the held-out curves were still falling in the last 50 steps"
+    for arm, runs in SWEEP["runs"].items():
+        for run in runs.values():
+            (_, before), (_, last) = run["held_out_curve"][-2:]
+            assert last < before and run["held_out_curve"][-1][1] == run["held_out_perplexity"], arm
 
 
 def test_chapter_16s_words_on_length_against_the_verse_counts(count_tables):
@@ -185,11 +175,11 @@ def test_count_table_losses_counts_by_position_and_refuses_bad_input():
         count_table_losses(vocab, train, train, smoothing=-1)
 
 
-def test_the_runs_are_shorter_than_the_poets_and_still_far_from_it():
+def test_the_runs_are_a_quarter_of_the_poets_and_start_alike():
     from transformer_book import POET_TRAINING, poet_history
 
     settings = SWEEP["settings"]
     poet = POET_TRAINING["steps"] * POET_TRAINING["batch_size"]
-    assert settings["steps"] * settings["batch_size"] * 10 < poet
-    best = min(min(perplexities(arm)) for arm in SWEEP["runs"])
-    assert best > 3 * poet_history()["held_out_perplexity"]
+    assert settings["steps"] * settings["batch_size"] * 4 == poet  # "a quarter of the budget"
+    assert "sqrt(2 * layers), in every arm" in settings["init"]
+    assert min(min(perplexities(arm)) for arm in SWEEP["runs"]) > poet_history()["held_out_perplexity"]

@@ -525,7 +525,7 @@ def count_table_losses(
     return losses.masked_fill(~mask, 0.0), mask
 
 
-# %% book/16_modern_decoder.ipynb, cell 64
+# %% book/16_modern_decoder.ipynb, cell 65
 def alibi_slopes(heads: int) -> torch.Tensor:
     """Compute ALiBi's slope of each head, (heads,) float32.
 
