@@ -21,13 +21,20 @@ from transformer_book import (
     causal_lm_loss,
     llama_from_hf,
     llama_parameter_pairs,
+    rope_frequencies,
     rotary_table,
     swiglu_hidden,
 )
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    from transformers import BloomConfig, BloomModel, LlamaConfig, LlamaForCausalLM, logging
+    from transformers import (
+        BloomConfig,
+        BloomModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        logging,
+    )
     from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
 
 logging.set_verbosity_error()
@@ -130,14 +137,23 @@ def test_rmsnorm_equals_torch_and_swiglu_sizes():
         (lambda: RMSNorm(8, eps=-1), "eps must be a positive number; got eps=-1"),
         (lambda: SwiGLU(8, 2.5), "d_ff must be a positive int; got d_ff=2.5"),
         (lambda: swiglu_hidden(64, 0), "multiple_of must be a positive int"),
-        (lambda: GroupedQueryAttention(32, 4, 3), "heads must be a multiple of kv_heads .*got heads=4, kv_heads=3"),
+        (
+            lambda: GroupedQueryAttention(32, 4, 3),
+            "heads must be a multiple of kv_heads .*got heads=4, kv_heads=3",
+        ),
         (lambda: GroupedQueryAttention(30, 4), "d_model must split evenly into heads"),
         (lambda: GroupedQueryAttention(32, 4, layout="pairs"), "layout must be one of"),
         (lambda: ModernConfig(10, d_model=24, heads=8), "heads of an even size d_k"),
         (lambda: ModernConfig(10, heads=4, kv_heads=3), "got heads=4, kv_heads=3"),
-        (lambda: ModernConfig(10, theta=0), "theta must be a positive number; got theta=0"),
+        (
+            lambda: ModernConfig(10, theta=0),
+            "theta must be a positive number; got theta=0",
+        ),
         (lambda: rotary_table(torch.arange(4), 7), "d_k must be even"),
-        (lambda: rotary_table(torch.ones(4), 8), "positions must be a 1-axis integer tensor"),
+        (
+            lambda: rotary_table(torch.ones(4), 8),
+            "positions must be a 1-axis integer tensor",
+        ),
         (
             lambda: apply_rotary(torch.ones(4, 8), *rotary_table(torch.arange(4), 8), layout="x"),
             "layout must be one of",
@@ -147,16 +163,28 @@ def test_rmsnorm_equals_torch_and_swiglu_sizes():
             r"cos and sin must have shape \(seq, d_k\) = \(5, 8\)",
         ),
         (lambda: RMSNorm(8)(torch.ones(2, 7)), "x must end with d_model=8 features"),
-        (lambda: ModernConfig(10, positions="relative"), "positions must be one of .*got positions='relative'"),
-        (lambda: ModernConfig(10, norm="batch"), "norm must be one of .*got norm='batch'"),
+        (
+            lambda: ModernConfig(10, positions="relative"),
+            "positions must be one of .*got positions='relative'",
+        ),
+        (
+            lambda: ModernConfig(10, norm="batch"),
+            "norm must be one of .*got norm='batch'",
+        ),
         (lambda: ModernConfig(10, feed_forward="relu"), "feed_forward must be one of"),
-        (lambda: ModernConfig(10, max_len=0), "max_len must be a positive int; got max_len=0"),
+        (
+            lambda: ModernConfig(10, max_len=0),
+            "max_len must be a positive int; got max_len=0",
+        ),
         (
             lambda: ModernConfig(10, d_model=15, heads=3, positions="sinusoidal"),
             "sinusoidal positions need an even d_model; got d_model=15",
         ),
         (lambda: alibi_slopes(0), "heads must be a positive int; got heads=0"),
-        (lambda: alibi_mask(4, 3, offset=-2), "offset must be an int >= 0; got offset=-2"),
+        (
+            lambda: alibi_mask(4, 3, offset=-2),
+            "offset must be an int >= 0; got offset=-2",
+        ),
         (
             lambda: ModernDecoder(ModernConfig(10, d_model=16, heads=2, layers=1, positions="learned", max_len=4))(
                 torch.ones(1, 5, dtype=torch.long)
@@ -190,7 +218,13 @@ def test_alibi_probabilities_equal_bloom(heads):
     the two differ by a constant on each row, which the softmax removes."""
     assert torch.equal(alibi_slopes(heads), _get_alibi_slopes(heads, "cpu"))
     torch.manual_seed(0)
-    config = BloomConfig(vocab_size=50, hidden_size=8 * heads, n_layer=1, n_head=heads, attn_implementation="eager")
+    config = BloomConfig(
+        vocab_size=50,
+        hidden_size=8 * heads,
+        n_layer=1,
+        n_head=heads,
+        attn_implementation="eager",
+    )
     theirs = BloomModel(config).double().eval()
     captured = {}
     attention = theirs.h[0].self_attention
@@ -263,3 +297,103 @@ def test_undone_choices_have_the_parts_they_name():
     with torch.no_grad():
         assert torch.equal(nope(tokens)[:, 0], rope(tokens)[:, 0])  # position 0: no turn
         assert not torch.allclose(nope(tokens)[:, 1:], rope(tokens)[:, 1:])
+
+
+LLAMA3 = dict(
+    factor=8.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=8192,
+)
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [dict(rope_type="llama3", **LLAMA3), dict(rope_type="linear", factor=4.0)],
+    ids=["llama3", "linear"],
+)
+def test_scaled_rope_types_equal_llama_in_float64(rope):
+    """Llama 3.1's rope type (at head size 8 and base 500,000: two pairs kept, one blended,
+    one slowed 8 times) and position interpolation, as transformers computes them."""
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        **{
+            **small_llama(2).config.to_dict(),
+            "rope_parameters": dict(rope, rope_theta=500000.0),
+        }
+    )
+    theirs = LlamaForCausalLM(config).double().eval()
+    ours = llama_from_hf(theirs)
+    assert ours.config.rope_scaling == rope
+    frequencies = rope_frequencies(8, 500000.0, rope)
+    assert torch.equal(frequencies, theirs.model.rotary_emb.inv_freq.float())
+    plain = rope_frequencies(8, 500000.0)
+    if rope["rope_type"] == "llama3":  # kept, kept, blended, slowed
+        ratio = (plain / frequencies).tolist()
+        assert ratio[:2] == [1, 1] and 1.5 < ratio[2] < 7.5 and ratio[3] == pytest.approx(8)
+    tokens = torch.randint(0, 40, (2, 260), generator=torch.Generator().manual_seed(1))
+    their_logits, our_logits = theirs(tokens).logits, ours(tokens)
+    assert (our_logits - their_logits).abs().max() < 1e-9
+    causal_lm_loss(our_logits, tokens, pad_id=None).backward()
+    causal_lm_loss(their_logits, tokens, pad_id=None).backward()
+    for name, mine, their in llama_parameter_pairs(ours, theirs):
+        assert (mine.grad - their.grad).abs().max() < 1e-9, name
+
+
+def test_rope_scaling_rules_and_refusals():
+    plain = rope_frequencies(16, 10000.0)
+    assert torch.equal(rope_frequencies(16, 10000.0, {"rope_type": "linear", "factor": 2.0}), plain / 2)
+    ntk = rope_frequencies(16, 10000.0, {"rope_type": "ntk", "factor": 2.0})
+    assert ntk[0] == plain[0] and torch.allclose(ntk[-1], plain[-1] / 2)  # fast kept, slowest halved
+    cos, _ = rotary_table(torch.arange(6), 16, scaling={"rope_type": "linear", "factor": 2.0})
+    assert torch.allclose(cos[4], rotary_table(torch.arange(3), 16)[0][2])  # position 4 reads as 2
+    with pytest.raises(ValueError, match=r"rope_scaling must be None or a dict .*'yarn'"):
+        rope_frequencies(16, scaling={"rope_type": "yarn", "factor": 2.0})
+    with pytest.raises(ValueError, match=r"rope_type 'llama3' needs \['low_freq_factor'"):
+        ModernConfig(30, rope_scaling={"rope_type": "llama3", "factor": 8.0})
+    with pytest.raises(ValueError, match="rope_scaling factor must be"):
+        ModernConfig(30, rope_scaling={"rope_type": "linear", "factor": 0})
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        **{
+            **small_llama(2).config.to_dict(),
+            "rope_parameters": {
+                "rope_type": "dynamic",
+                "factor": 2.0,
+                "rope_theta": 1e4,
+            },
+        }
+    )
+    with pytest.raises(ValueError, match=r"rope_type='dynamic' is not supported \(need \"one of"):
+        llama_from_hf(LlamaForCausalLM(config))
+
+
+def test_every_projection_into_the_residual_stream_starts_as_gpt2s():
+    torch.manual_seed(0)
+    model = ModernDecoder(ModernConfig(30, d_model=64, heads=4, layers=8, feed_forward="gelu"))
+    assert isinstance(model.layers[0].feed_forward.contract, torch.nn.Linear)
+    torch.manual_seed(0)
+    swiglu = ModernDecoder(ModernConfig(30, d_model=64, heads=4, layers=8))
+    for layer, other in zip(model.layers, swiglu.layers):
+        for weight in (
+            layer.self_attn.output_proj.weight,
+            layer.feed_forward.contract.weight,
+            other.feed_forward.down.weight,
+        ):
+            assert 0.02 / 4 * 0.8 < weight.std() < 0.02 / 4 * 1.2  # 0.02 / sqrt(2 * 8)
+        assert 0.02 * 0.9 < layer.self_attn.query_proj.weight.std() < 0.02 * 1.1
+
+
+def test_the_sliding_window_exercise_keeps_transformers_rule():
+    """Chapter 16's exercise 4 (book_exercises.ch16): its solution is transformers' sliding
+    window (the window includes the query), checked against transformers' own mask function."""
+    from transformers.masking_utils import sliding_window_causal_mask_function
+
+    from book_exercises.ch16 import sliding_window_mask
+
+    for seq, window in ((6, 3), (9, 4), (5, 1), (4, 10)):
+        rule = sliding_window_causal_mask_function(window)
+        theirs = torch.tensor(
+            [[bool(rule(0, 0, torch.tensor(i), torch.tensor(j))) for j in range(seq)] for i in range(seq)]
+        )
+        assert torch.equal(sliding_window_mask(seq, window), theirs), (seq, window)

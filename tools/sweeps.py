@@ -24,11 +24,30 @@ from notebooks import check_outcome, regenerate_and_compare
 # on one side), as the shipped poet's.
 SPLIT = "meaning"
 
+# The held-out score is taken every EVAL_EVERY steps (and before the first, and after the last):
+# the curves that show whether a run has flattened.
+EVAL_EVERY = 50
+
 Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
 
 
+def scored_every(score: Callable[[torch.nn.Module], float], every: int = EVAL_EVERY):
+    """(``evaluate`` for train_lm, the curve it fills: [[step, score], ...])."""
+    found: list[list] = []
+
+    def evaluate(step: int, model: torch.nn.Module) -> None:
+        found.append([step, round(score(model), 4)])
+
+    return evaluate, found
+
+
 def run(
-    train_one: Callable[[str, int, dict], dict], arms, seeds, budget: dict, score: str, workers: int = 2
+    train_one: Callable[[str, int, dict], dict],
+    arms,
+    seeds,
+    budget: dict,
+    score: str,
+    workers: int = 2,
 ) -> dict[tuple[str, int], tuple[dict, float]]:
     """``train_one(arm, seed, budget)`` (a run's record) for each arm and seed, ``workers`` at a
     time, each on one PyTorch thread, its ``score`` printed as it ends;
@@ -52,7 +71,10 @@ def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dic
 
 def _said(results, score: str):
     for arm, seed, record, seconds in results:
-        print(f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)", flush=True)
+        print(
+            f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)",
+            flush=True,
+        )
         yield (arm, seed), (record, seconds)
 
 
@@ -102,15 +124,24 @@ def main(
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
     parser.add_argument("--arm", default=default_arm, choices=sorted(arms))
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument("--steps", type=int, default=None, help="another budget (recorded)")
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=list(arms),
+        choices=sorted(arms),
+        help="a subset (recorded)",
+    )
+    parser.add_argument("--batch-size", type=int, default=None, help="another batch size (recorded)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument("--workers", type=int, default=2, help="runs side by side")
     parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
     budget = dict(budget, **({"steps": args.steps} if args.steps else {}))
+    budget = dict(budget, **({"batch_size": args.batch_size} if args.batch_size else {}))
     started = time.perf_counter()
     if not args.check:
-        document = sweep_and_write(args.out, list(arms), args.seeds, budget, args.workers)
+        document = sweep_and_write(args.out, list(args.arms), args.seeds, budget, args.workers)
         if summary:
             summary(document)
         print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}")

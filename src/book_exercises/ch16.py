@@ -1,12 +1,14 @@
 """Chapter 16 exercises: undoing a rotary embedding, the size of a grouped-query key/value
-cache, and the hidden size of a SwiGLU layer within a parameter budget.
+cache, the hidden size of a SwiGLU layer within a parameter budget, and a sliding-window causal
+mask (transformers' semantics: the window includes the query).
 
     from book_exercises import check
     check(unrotate, device=device)
 
 Each check calls the reader's function on small fixed, seeded inputs and compares it with
 transformer_book.apply_rotary (rotating by the opposite angles) or with the count the chapter
-writes: the cache's keys and values, and a SwiGLU's three matrices.
+writes: the cache's keys and values, and a SwiGLU's three matrices; the window with the
+rule transformers' masks use (a key is kept when 0 <= i - j < window).
 """
 
 from __future__ import annotations
@@ -78,8 +80,14 @@ def _cache_cases():
             (32, 32, 8, 4096, 4096, 2),
             "Llama-3-8B-like: 32 layers, 32 heads, 8 key/value heads, d_model 4096, 4,096 tokens, 2 bytes",
         ),
-        Case((4, 8, 2, 256, 1024, 4), "4 layers, 8 heads, 2 key/value heads, d_model 256, 1,024 tokens, 4 bytes"),
-        Case((2, 4, 4, 32, 10, 8), "multi-head: 2 layers, 4 heads, d_model 32, 10 tokens, 8 bytes"),
+        Case(
+            (4, 8, 2, 256, 1024, 4),
+            "4 layers, 8 heads, 2 key/value heads, d_model 256, 1,024 tokens, 4 bytes",
+        ),
+        Case(
+            (2, 4, 4, 32, 10, 8),
+            "multi-head: 2 layers, 4 heads, d_model 32, 10 tokens, 8 bytes",
+        ),
     ]
 
 
@@ -120,7 +128,10 @@ def kv_cache_bytes(layers, heads, kv_heads, d_model, tokens, bytes_per_value):
 
 def _swiglu_cases():
     return [
-        Case((4096, 2 * 4096 * 4 * 4096, 256), "d_model 4096, the budget of a 4·d_model ReLU layer, multiple of 256"),
+        Case(
+            (4096, 2 * 4096 * 4 * 4096, 256),
+            "d_model 4096, the budget of a 4·d_model ReLU layer, multiple of 256",
+        ),
         Case((512, 1_000_000, 64), "d_model 512, a budget of 1,000,000, multiple of 64"),
         Case((128, 131_072, 16), "d_model 128, a budget of 131,072, multiple of 16"),
     ]
@@ -160,3 +171,56 @@ def swiglu_size(d_model, budget, multiple_of):
     """The largest hidden size, a multiple of multiple_of, whose SwiGLU fits the budget."""
     largest = budget // (3 * d_model)
     return largest - largest % multiple_of
+
+
+# Exercise 4: a sliding-window causal mask (Mistral; transformers' sliding_window)
+
+
+def _window_cases():
+    return [
+        Case((6, 3), "6 positions, a window of 3"),
+        Case((9, 4), "9 positions, a window of 4"),
+        Case((5, 1), "5 positions, a window of 1 (each token sees itself only)"),
+        Case((4, 10), "4 positions, a window longer than the text (the causal mask)"),
+    ]
+
+
+def _window(seq, window, reach):
+    offset = torch.arange(seq)[:, None] - torch.arange(seq)[None, :]  # i - j
+    return reach(offset, window)
+
+
+@exercise(
+    cases=_window_cases,
+    success="matches transformers' sliding window: query i sees keys i − window + 1 to i",
+    mistakes=[
+        Mistake(
+            "the window counts the query itself: with window w, query i sees w keys, "
+            "i − w + 1 to i (transformers keeps a key when i − j < w), not w + 1 of them.",
+            lambda seq, window: _window(seq, window, lambda o, w: (o >= 0) & (o <= w)),
+        ),
+        Mistake(
+            "the mask must stay causal: a key after the query (j > i) is never seen, "
+            "whatever the window. Keep 0 ≤ i − j as well as i − j < window.",
+            lambda seq, window: _window(seq, window, lambda o, w: o.abs() < w),
+        ),
+        Mistake(
+            "True marks a key the query may see (as chapter 6's look_ahead_mask), not one to hide: invert your mask.",
+            lambda seq, window: _window(seq, window, lambda o, w: ~((o >= 0) & (o < w))),
+        ),
+        Mistake(
+            "rows are queries and columns keys: query i (row i) sees the keys just BEFORE it, "
+            "so the band lies on and below the diagonal (you built it above).",
+            lambda seq, window: _window(seq, window, lambda o, w: (o <= 0) & (o > -w)),
+        ),
+        Mistake(
+            "that is the plain causal mask: the window also drops every key window or more "
+            "positions back (i − j ≥ window).",
+            lambda seq, window: _window(seq, window, lambda o, w: o >= 0),
+        ),
+    ],
+)
+def sliding_window_mask(seq, window):
+    """(seq, seq) bool: True where query i may see key j, i − window < j ≤ i."""
+    offset = torch.arange(seq)[:, None] - torch.arange(seq)[None, :]
+    return (offset >= 0) & (offset < window)

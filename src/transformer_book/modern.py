@@ -11,7 +11,7 @@ copies a Hugging Face ``LlamaForCausalLM`` into it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -61,10 +61,86 @@ class RMSNorm(nn.Module):
 
 # %% book/16_modern_decoder.ipynb, cell 26
 LAYOUTS = ("half", "interleaved")
+# How a model trained at one length reads longer inputs: "linear" is position
+# interpolation (Chen et al., 2023), "ntk" the NTK-aware larger base (bloc97, 2023),
+# "llama3" Llama 3.1's rule (Hugging Face's names, but "ntk": their "dynamic" one
+# varies with the length read).
+ROPE_TYPES = ("default", "linear", "ntk", "llama3")
+LLAMA3_KEYS = (
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+)
+
+
+def check_rope_scaling(scaling) -> None:
+    """Refuse a rope scaling that is not None or a dict Hugging Face would write."""
+    if scaling is None:
+        return
+    if not isinstance(scaling, dict) or scaling.get("rope_type") not in ROPE_TYPES:
+        raise ValueError(
+            f"rope_scaling must be None or a dict with rope_type in {ROPE_TYPES}; "
+            f"got {scaling!r}"
+        )
+    if scaling["rope_type"] == "default":
+        return
+    check_positive_number("rope_scaling factor", scaling.get("factor"))
+    if scaling["rope_type"] == "llama3":
+        missing = [key for key in LLAMA3_KEYS if key not in scaling]
+        if missing:
+            raise ValueError(f"rope_type 'llama3' needs {missing}; got {scaling!r}")
+        for key in LLAMA3_KEYS:
+            check_positive_number(key, scaling[key])
+        if scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+            raise ValueError(
+                "llama3 needs high_freq_factor > low_freq_factor; got "
+                f"{scaling['high_freq_factor']} and {scaling['low_freq_factor']}"
+            )
+
+
+def rope_frequencies(
+    d_k: int, theta: float = 10000.0, scaling: dict | None = None, device=None
+) -> torch.Tensor:
+    """The d_k/2 rotary frequencies theta^(-2i/d_k), float32, as ``scaling`` sets them.
+
+    ``scaling`` (None: the default) is a dict like Hugging Face's ``rope_scaling``:
+    {"rope_type": "linear", "factor": s} divides every frequency by s (position m
+    reads as m/s); "ntk" raises the base to theta * s^(d_k/(d_k-2)) (slow pairs
+    slowed about s times, fast pairs barely); "llama3" divides the pairs whose
+    wavelength exceeds original_max_position_embeddings / low_freq_factor by s,
+    keeps those below .../high_freq_factor, and blends between."""
+    check_positive_int("d_k", d_k)
+    if d_k % 2:
+        raise ValueError(f"d_k must be even (features are rotated in pairs); got {d_k}")
+    check_positive_number("theta", theta)
+    check_rope_scaling(scaling)
+    kind = (scaling or {}).get("rope_type", "default")
+    pairs = torch.arange(0, d_k, 2, dtype=torch.float32, device=device)
+    if kind == "ntk":
+        theta = theta * scaling["factor"] ** (d_k / (d_k - 2)) if d_k > 2 else theta
+    frequencies = 1.0 / (theta ** (pairs / d_k))  # (d_k / 2,)
+    if kind == "linear":
+        return frequencies / scaling["factor"]
+    if kind != "llama3":
+        return frequencies
+    factor, low, high = (scaling[k] for k in ("factor", *LLAMA3_KEYS[:2]))
+    old_length = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / frequencies  # in positions, per pair
+    slowed = torch.where(
+        wavelength > old_length / low, frequencies / factor, frequencies
+    )
+    smooth = (old_length / wavelength - low) / (high - low)  # 0 .. 1 between
+    blended = (1 - smooth) * slowed / factor + smooth * slowed
+    between = ~(wavelength < old_length / high) * ~(wavelength > old_length / low)
+    return torch.where(between, blended, slowed)
 
 
 def rotary_table(
-    positions: torch.Tensor, d_k: int, theta: float = 10000.0, dtype=None
+    positions: torch.Tensor,
+    d_k: int,
+    theta: float = 10000.0,
+    dtype=None,
+    scaling: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Compute the cos and sin tables of rotary position embeddings.
 
@@ -72,7 +148,8 @@ def rotary_table(
     positions m (seq,), in the half-split layout: the d_k/2 angles, twice.
 
     The angles are computed in float32, as Llama's reference code does (a model
-    reads the angles it was trained with), then cast to ``dtype``.
+    reads the angles it was trained with), then cast to ``dtype``. ``scaling``
+    (``rope_frequencies``) stretches them for inputs longer than the training.
     """
     check_tensor("positions", positions)
     if positions.is_floating_point() or positions.dim() != 1:
@@ -80,12 +157,7 @@ def rotary_table(
             "positions must be a 1-axis integer tensor (seq,); got dtype "
             f"{positions.dtype} and shape {tuple(positions.shape)}"
         )
-    check_positive_int("d_k", d_k)
-    if d_k % 2:
-        raise ValueError(f"d_k must be even (features are rotated in pairs); got {d_k}")
-    check_positive_number("theta", theta)
-    pairs = torch.arange(0, d_k, 2, dtype=torch.float32, device=positions.device)
-    frequencies = 1.0 / (theta ** (pairs / d_k))  # (d_k / 2,)
+    frequencies = rope_frequencies(d_k, theta, scaling, positions.device)
     angles = positions.float()[:, None] * frequencies  # (seq, d_k / 2)
     angles = torch.cat([angles, angles], dim=-1)  # (seq, d_k)
     dtype = dtype or torch.get_default_dtype()
@@ -239,6 +311,7 @@ class ModernConfig:
     norm: str = "rms"  # or "layer": chapter 4's LayerNorm
     feed_forward: str = "swiglu"  # or "gelu": chapter 15's GELU layer, 4 * d_model
     max_len: int = 64  # the learned position table's length
+    rope_scaling: dict | None = field(default=None, hash=False)  # rope_frequencies
 
     def __post_init__(self):
         names = ("vocab_size", "d_model", "heads", "layers", "multiple_of", "max_len")
@@ -275,6 +348,7 @@ class ModernConfig:
                 f"heads must be a multiple of kv_heads; got heads={self.heads}, "
                 f"kv_heads={kv_heads}"
             )
+        check_rope_scaling(self.rope_scaling)
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}; got {self.layout!r}")
 
@@ -331,8 +405,13 @@ class ModernDecoder(nn.Module):
         for name, parameter in self.named_parameters():
             if name.endswith(("beta", "bias")):  # LayerNorm's shift, the GELU layer's
                 nn.init.zeros_(parameter)
-            elif not name.endswith("gamma"):
-                nn.init.normal_(parameter, 0.0, 0.02)
+            elif not name.endswith("gamma"):  # GPT-2's rule (chapter 15): N(0, 0.02),
+                std = 0.02  # the projections into the residual stream / sqrt(2 layers)
+                if name.endswith(
+                    ("output_proj.weight", "down.weight", "contract.weight")
+                ):
+                    std /= math.sqrt(2 * config.layers)
+                nn.init.normal_(parameter, 0.0, std)
 
     def output_weight(self) -> torch.Tensor:
         if self.config.tie_embeddings:
@@ -363,7 +442,9 @@ class ModernDecoder(nn.Module):
         cos = sin = None
         if config.positions == "rotary":
             d_k = config.d_model // config.heads
-            cos, sin = rotary_table(positions, d_k, config.theta, x.dtype)
+            cos, sin = rotary_table(
+                positions, d_k, config.theta, x.dtype, config.rope_scaling
+            )
         elif config.positions == "alibi":  # (1, heads, seq, offset + seq)
             mask = alibi_mask(config.heads, seq, offset, tokens.device, x.dtype)
         elif config.positions == "learned":
@@ -396,7 +477,55 @@ def sweep_record(name: str) -> dict:
     return load_record(f"{name}.json")
 
 
-# %% book/16_modern_decoder.ipynb, cell 62
+def count_table_losses(
+    vocab, train, scored, period: int | None = None, smoothing: float = 1.0, upto=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Score poems with no model: each token predicted from counts by its position.
+
+    Count the tokens at each position t of the ``train`` poems (position t predicts
+    token t + 1, as a model's does), add ``smoothing`` to every count of the
+    vocabulary, and score the ``scored`` poems with those frequencies. ``period``
+    keys the counts by t % period (6: the position within a verse of five characters
+    and a mark); ``upto`` counts the positions below it only. A position the counts
+    never saw gets the uniform guess. Returns (losses, mask), (poems, seq - 1) each:
+    the cross-entropy of every prediction in nats, and where a token is (padding:
+    False, its loss 0)."""
+    for name, poems in (("train", train), ("scored", scored)):
+        if not poems:
+            raise ValueError(f"{name} is empty: no poems to count or score")
+    if period is not None:
+        check_positive_int("period", period)
+    if upto is not None:
+        check_positive_int("upto", upto)
+    check_positive_number("smoothing", smoothing)
+
+    def keyed(poems):
+        targets = vocab.batch(poems)[:, 1:]  # (poems, seq - 1): token t + 1
+        where = torch.arange(targets.size(1)).expand_as(targets)
+        return targets, where if period is None else where % period, where
+
+    targets, keys, where = keyed(train)
+    kept = targets != vocab.pad_id
+    if upto is not None:
+        kept &= where < upto
+    rows = period or targets.size(1)
+    counts = torch.zeros(rows, len(vocab), dtype=torch.float64)
+    counts.index_put_(
+        (keys[kept], targets[kept]),
+        torch.ones(int(kept.sum()), dtype=torch.float64),
+        accumulate=True,
+    )
+    totals = counts.sum(1, keepdim=True) + smoothing * len(vocab)
+    log_p = (counts + smoothing).log() - totals.log()  # (rows, vocab)
+    targets, keys, _ = keyed(scored)
+    losses = torch.full(targets.shape, math.log(len(vocab)), dtype=torch.float64)
+    known = keys < rows
+    losses[known] = -log_p[keys[known], targets[known]]
+    mask = targets != vocab.pad_id
+    return losses.masked_fill(~mask, 0.0), mask
+
+
+# %% book/16_modern_decoder.ipynb, cell 65
 def alibi_slopes(heads: int) -> torch.Tensor:
     """Compute ALiBi's slope of each head, (heads,) float32.
 
@@ -438,8 +567,10 @@ def alibi_mask(
 __all__ = [
     "FEED_FORWARDS",
     "LAYOUTS",
+    "LLAMA3_KEYS",
     "NORMS",
     "POSITIONS",
+    "ROPE_TYPES",
     "SWEEPS",
     "GroupedQueryAttention",
     "ModernConfig",
@@ -450,6 +581,9 @@ __all__ = [
     "alibi_mask",
     "alibi_slopes",
     "apply_rotary",
+    "check_rope_scaling",
+    "count_table_losses",
+    "rope_frequencies",
     "rotary_table",
     "rotate_half",
     "sweep_record",

@@ -416,7 +416,9 @@ def gpt_from_hf(theirs) -> GPT:
 
 
 # %% book/16_modern_decoder.ipynb, cell 46
-from transformer_book.modern import ModernConfig, ModernDecoder
+from transformer_book.modern import LLAMA3_KEYS, ModernConfig, ModernDecoder
+
+LLAMA_ROPE_TYPES = ("default", "linear", "llama3")  # the rope types we copy
 
 
 def _rope(c) -> dict:
@@ -436,7 +438,12 @@ def _llama_config(theirs) -> ModernConfig:
             "attention_bias": (c.attention_bias, False),
             "mlp_bias": (c.mlp_bias, False),
             "hidden_act": (c.hidden_act, "silu"),
-            "rope_type": (_rope(c).get("rope_type", "default"), "default"),
+            "rope_type": (
+                _rope(c).get("rope_type", "default"),
+                _rope(c).get("rope_type", "default")
+                if _rope(c).get("rope_type", "default") in LLAMA_ROPE_TYPES
+                else f"one of {LLAMA_ROPE_TYPES}",
+            ),
             "head_dim": (
                 getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
                 c.hidden_size // c.num_attention_heads,
@@ -444,6 +451,11 @@ def _llama_config(theirs) -> ModernConfig:
         },
     )
     rope = _rope(c)
+    kind = rope.get("rope_type", "default")
+    keys = {"linear": ("factor",), "llama3": ("factor", *LLAMA3_KEYS)}.get(kind, ())
+    scaling = {"rope_type": kind, **{key: rope[key] for key in keys}} if keys else None
+    if kind == "llama3" and rope.get("original_max_position_embeddings") is None:
+        scaling["original_max_position_embeddings"] = c.max_position_embeddings
     return ModernConfig(
         vocab_size=c.vocab_size,
         d_model=c.hidden_size,
@@ -455,6 +467,7 @@ def _llama_config(theirs) -> ModernConfig:
         layout="half",
         eps=c.rms_norm_eps,
         tie_embeddings=bool(c.tie_word_embeddings),
+        rope_scaling=scaling,
     )
 
 
@@ -539,6 +552,7 @@ def llama_from_hf(theirs) -> ModernDecoder:
 # %% the names this module exports (generated)
 __all__ = [
     "HF_ACTIVATIONS",
+    "LLAMA_ROPE_TYPES",
     "check_kinds",
     "check_torch_layer",
     "check_torch_transformer",
