@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(1)
     from transformer_book import (
+        POET_CONFIG,
         GPTConfig,
         PoemVocabulary,
         causal_lm_loss,
@@ -91,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
         mfu,
         poem_split,
     )
-    from transformer_book.poet import POET_CONFIG
 
     poems = poem_split("train")
     vocab = PoemVocabulary.from_poems(poems)
