@@ -259,8 +259,8 @@ def _ring(gradients, reduce_steps=None, gather=True, divide=False):
 def _ring_cases():
     generator = torch.Generator().manual_seed(0)
 
-    def gradients(n, size):  # whole numbers: every order of the additions gives the same sums
-        return [torch.randint(-50, 50, (size,), generator=generator).double() for _ in range(n)]
+    def gradients(n, size):  # whole numbers: every order of the additions gives the same sums, in float32
+        return [torch.randint(-50, 50, (size,), generator=generator).float() for _ in range(n)]
 
     return [
         Case((gradients(2, 8),), "2 processes, 8 values each"),
