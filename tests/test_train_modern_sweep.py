@@ -11,6 +11,7 @@ import torch
 
 import train_length_sweep as length
 import train_modern_sweep as sweep
+import transformer_book
 from transformer_book import GPT, ModernDecoder, poems
 
 FOUR = ["床前明月光，疑是地上霜。举头望明月，低头思故乡。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。"]
@@ -19,11 +20,12 @@ EIGHT = [FOUR[0] + FOUR[1], FOUR[1] + FOUR[0]]
 
 @pytest.fixture()
 def toy(monkeypatch):
-    monkeypatch.setattr(
-        poems,
-        "poem_split",  # the sweeps name their split: by="poem"
-        lambda name, by: FOUR + EIGHT if name == "train" else EIGHT[::-1] + FOUR[:1],
-    )
+    def toy_split(name, by):  # the sweeps name their split: by="meaning"
+        return FOUR + EIGHT if name == "train" else EIGHT[::-1] + FOUR[:1]
+
+    # the tools read it from the package's top level, chapter 15's cells from the module
+    monkeypatch.setattr(transformer_book, "poem_split", toy_split)
+    monkeypatch.setattr(poems, "poem_split", toy_split)
     monkeypatch.setattr(sweep, "SIZE", dict(d_model=16, heads=4, layers=1))
     monkeypatch.setattr(sweep, "MODERN", dict(sweep.SIZE, kv_heads=2, tie_embeddings=True, max_len=64))
     monkeypatch.setattr(length, "SIZE", dict(d_model=16, heads=4, layers=1, tie_embeddings=True))
