@@ -31,14 +31,18 @@ EVAL_EVERY = 50
 Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
 
 
-def scored_every(score: Callable[[torch.nn.Module], float], every: int = EVAL_EVERY):
-    """(``evaluate`` for train_lm, the curve it fills: [[step, score], ...])."""
-    found: list[list] = []
+def train_scored(model, vocab, poems, seed: int, score: Callable[[torch.nn.Module], float], settings: dict):
+    """``train_lm`` on ``poems``, ``score(model)`` taken every EVAL_EVERY steps: (the training losses,
+    the curve [[step, score], ...])."""
+    from transformer_book import train_lm
+
+    curve: list[list] = []
 
     def evaluate(step: int, model: torch.nn.Module) -> None:
-        found.append([step, round(score(model), 4)])
+        curve.append([step, round(score(model), 4)])
 
-    return evaluate, found
+    losses = train_lm(model, vocab, poems, seed=seed, evaluate=evaluate, eval_every=EVAL_EVERY, **settings)
+    return losses, curve
 
 
 def run(

@@ -96,7 +96,7 @@ def loss_by_position(model, batch: torch.Tensor, pad_id: int, positions: int) ->
 
 def train_one(arm: str, seed: int, training: dict) -> dict:
     """Train one arm with one seed; its record."""
-    from transformer_book import PoemVocabulary, perplexity, poem_split, train_lm
+    from transformer_book import PoemVocabulary, perplexity, poem_split
 
     everything = poem_split("train", by=sweeps.SPLIT)
     vocab = PoemVocabulary.from_poems(everything)
@@ -106,15 +106,8 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
     long = [poem for poem in held_out if verses(poem) == 8]
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
-    evaluate, held_out_curve = sweeps.scored_every(lambda model: perplexity(model, vocab, short))
-    losses = train_lm(
-        model,
-        vocab,
-        train,
-        seed=seed,
-        evaluate=evaluate,
-        eval_every=sweeps.EVAL_EVERY,
-        **training,
+    losses, held_out_curve = sweeps.train_scored(
+        model, vocab, train, seed, lambda model: perplexity(model, vocab, short), training
     )
     eight = vocab.batch(long)
     record = {

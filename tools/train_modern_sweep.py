@@ -77,22 +77,15 @@ def curve(losses: list[float], every: int = LOSS_EVERY) -> list[float]:
 
 def train_one(arm: str, seed: int, sweep: dict) -> dict:
     """Train one arm with one seed; its record."""
-    from transformer_book import PoemVocabulary, perplexity, poem_split, train_lm
+    from transformer_book import PoemVocabulary, perplexity, poem_split
 
     train = poem_split("train", by=sweeps.SPLIT)
     vocab = PoemVocabulary.from_poems(train)
     held_out = poem_split("held-out", by=sweeps.SPLIT)
     torch.manual_seed(seed)
     model = build(arm, len(vocab))
-    evaluate, held_out_curve = sweeps.scored_every(lambda model: perplexity(model, vocab, held_out))
-    losses = train_lm(
-        model,
-        vocab,
-        train,
-        seed=seed,
-        evaluate=evaluate,
-        eval_every=sweeps.EVAL_EVERY,
-        **sweep,
+    losses, held_out_curve = sweeps.train_scored(
+        model, vocab, train, seed, lambda model: perplexity(model, vocab, held_out), sweep
     )
     return {
         "held_out_perplexity": held_out_curve[-1][1],
