@@ -5,6 +5,7 @@ Llama's choices (for tools/train_modern_sweep.py and tools/train_length_sweep.py
 errors for bad inputs."""
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -364,8 +365,19 @@ def test_rope_scaling_rules_and_refusals():
             },
         }
     )
-    with pytest.raises(ValueError, match=r"rope_type='dynamic' is not supported \(need \"one of"):
+    refused = r"LlamaConfig has rope_type='dynamic', which llama_from_hf cannot copy: it reads rope_type 'default' / 'linear' / 'llama3' only"
+    with pytest.raises(ValueError, match=refused):
         llama_from_hf(LlamaForCausalLM(config))
+    # transformers 4 kept rope_theta and rope_scaling (its type once named "type"): read too
+    fields = {key: getattr(config, key) for key in ("attention_bias", "mlp_bias", "hidden_act")}
+    old = SimpleNamespace(**fields, hidden_size=32, num_attention_heads=4, rope_theta=1e4)
+    older = type("LlamaForCausalLM", (), {"model": None, "config": old})()
+    for scaling in ({"type": "yarn", "factor": 2.0}, {"rope_type": "yarn", "factor": 2.0}):
+        old.rope_scaling = scaling
+        with pytest.raises(
+            ValueError, match=refused.replace("dynamic", "yarn").replace("LlamaConfig", "SimpleNamespace")
+        ):
+            llama_from_hf(older)
 
 
 def test_every_projection_into_the_residual_stream_starts_as_gpt2s():

@@ -422,11 +422,14 @@ LLAMA_ROPE_TYPES = ("default", "linear", "llama3")  # the rope types we copy
 
 
 def _rope(c) -> dict:
-    """The rotary settings of a LlamaConfig (newer transformers: rope_parameters)."""
-    return getattr(c, "rope_parameters", None) or {
-        "rope_type": "default",
-        "rope_theta": getattr(c, "rope_theta", 10000.0),
-    }
+    """The rotary settings of a LlamaConfig (newer transformers: rope_parameters;
+    older ones: rope_theta and rope_scaling, whose type may be named "type")."""
+    if getattr(c, "rope_parameters", None):
+        return c.rope_parameters
+    scaling = dict(getattr(c, "rope_scaling", None) or {})
+    kind = scaling.pop("rope_type", scaling.pop("type", "default"))
+    theta = getattr(c, "rope_theta", 10000.0)
+    return {**scaling, "rope_type": kind, "rope_theta": theta}
 
 
 def _llama_config(theirs) -> ModernConfig:
@@ -438,12 +441,6 @@ def _llama_config(theirs) -> ModernConfig:
             "attention_bias": (c.attention_bias, False),
             "mlp_bias": (c.mlp_bias, False),
             "hidden_act": (c.hidden_act, "silu"),
-            "rope_type": (
-                _rope(c).get("rope_type", "default"),
-                _rope(c).get("rope_type", "default")
-                if _rope(c).get("rope_type", "default") in LLAMA_ROPE_TYPES
-                else f"one of {LLAMA_ROPE_TYPES}",
-            ),
             "head_dim": (
                 getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
                 c.hidden_size // c.num_attention_heads,
@@ -452,6 +449,13 @@ def _llama_config(theirs) -> ModernConfig:
     )
     rope = _rope(c)
     kind = rope.get("rope_type", "default")
+    if kind not in LLAMA_ROPE_TYPES:
+        raise ValueError(
+            f"{type(c).__name__} has rope_type={kind!r}, which llama_from_hf cannot "
+            f"copy: it reads rope_type {' / '.join(map(repr, LLAMA_ROPE_TYPES))} "
+            "only (the others compute other rotary angles, or vary them with the "
+            "length read)"
+        )
     keys = {"linear": ("factor",), "llama3": ("factor", *LLAMA3_KEYS)}.get(kind, ())
     scaling = {"rope_type": kind, **{key: rope[key] for key in keys}} if keys else None
     if kind == "llama3" and rope.get("original_max_position_embeddings") is None:
