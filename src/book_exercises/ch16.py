@@ -1,6 +1,7 @@
 """Chapter 16 exercises: undoing a rotary embedding, the size of a grouped-query key/value
-cache, the hidden size of a SwiGLU layer within a parameter budget, and a sliding-window causal
-mask (transformers' semantics: the window includes the query).
+cache, the hidden size of a SwiGLU layer within a parameter budget, a sliding-window causal
+mask (transformers' semantics: the window includes the query), and the rotary table of position
+interpolation (Chen et al., 2023) for a text longer than the training.
 
     from book_exercises import check
     check(unrotate, device=device)
@@ -8,7 +9,8 @@ mask (transformers' semantics: the window includes the query).
 Each check calls the reader's function on small fixed, seeded inputs and compares it with
 transformer_book.apply_rotary (rotating by the opposite angles) or with the count the chapter
 writes: the cache's keys and values, and a SwiGLU's three matrices; the window with the
-rule transformers' masks use (a key is kept when 0 <= i - j < window).
+rule transformers' masks use (a key is kept when 0 <= i - j < window); the interpolated table
+with transformer_book.rotary_table and its linear rope scaling (Hugging Face's rope_type "linear").
 """
 
 from __future__ import annotations
@@ -224,3 +226,72 @@ def sliding_window_mask(seq, window):
     """(seq, seq) bool: True where query i may see key j, i − window < j ≤ i."""
     offset = torch.arange(seq)[:, None] - torch.arange(seq)[None, :]
     return (offset >= 0) & (offset < window)
+
+
+# Exercise 5: position interpolation (Chen et al., 2023; Hugging Face's rope_type "linear")
+
+
+def _interpolation_cases():
+    return [
+        Case((12, 8, 6), "12 positions read by a model trained on 6, d_k 8"),
+        Case((49, 16, 26), "the chapter's eight-verse poems (49) after training on 26 positions, d_k 16"),
+        Case((5, 8, 10), "5 positions, trained on 10 (no longer than the training)"),
+        Case((30, 8, 10, 500000.0), "30 positions, trained on 10, base 500,000"),
+    ]
+
+
+def _table(positions, d_k, theta=10000.0, pairs=lambda a: torch.cat([a, a], dim=-1), step=2):
+    """cos and sin of positions (float) times theta^(-step * i / d_k), i = 0 .. d_k/2 - 1."""
+    frequencies = 1.0 / theta ** (torch.arange(0, d_k // 2, dtype=torch.float64) * step / d_k)
+    angles = pairs(positions.double()[:, None] * frequencies)
+    return angles.cos().float(), angles.sin().float()
+
+
+def _read_as(seq, trained_len, scaled):
+    m = torch.arange(seq, dtype=torch.float64)
+    return scaled(m) if seq > trained_len else m
+
+
+@exercise(
+    cases=_interpolation_cases,
+    success="matches rotary_table with rope_type 'linear' and the factor seq / trained_len",
+    mistakes=[
+        Mistake(
+            "interpolation squeezes the positions into the trained range: position m reads as "
+            "m · trained_len / seq. You stretched them further out (m · seq / trained_len), "
+            "onto angles the model never saw.",
+            lambda seq, d_k, t, theta=10000.0: _table(_read_as(seq, t, lambda m: m * seq / t), d_k, theta),
+        ),
+        Mistake(
+            "the new positions are fractions: m · trained_len / seq need not be whole. "
+            "Integer division gives neighbours the same angle, so the model cannot tell them apart.",
+            lambda seq, d_k, t, theta=10000.0: _table(_read_as(seq, t, lambda m: (m * t) // seq), d_k, theta),
+        ),
+        Mistake(
+            "a text no longer than the training needs no interpolation: keep the positions "
+            "when seq <= trained_len (a factor below 1 would stretch them).",
+            lambda seq, d_k, t, theta=10000.0: _table(torch.arange(seq) * t / seq, d_k, theta),
+        ),
+        Mistake(
+            "a larger base θ slows the pairs unevenly (the fast ones hardly at all): that is "
+            "the idea of NTK-aware scaling. Interpolation divides the positions, every pair alike.",
+            lambda seq, d_k, t, theta=10000.0: _table(torch.arange(seq), d_k, theta * max(1.0, seq / t)),
+        ),
+        Mistake(
+            "the table is in rotary_table's half-split layout: the d_k/2 angles, then the same "
+            "d_k/2 again (torch.cat), not each angle twice in a row.",
+            lambda seq, d_k, t, theta=10000.0: _table(
+                _read_as(seq, t, lambda m: m * t / seq), d_k, theta, lambda a: a.repeat_interleave(2, dim=-1)
+            ),
+        ),
+        Mistake(
+            "pair i turns at θ^(−2i/d_k) for i = 0 .. d_k/2 − 1 (torch.arange(0, d_k, 2) / d_k), not θ^(−i/d_k).",
+            lambda seq, d_k, t, theta=10000.0: _table(_read_as(seq, t, lambda m: m * t / seq), d_k, theta, step=1),
+        ),
+    ],
+)
+def interpolated_rotary_table(seq, d_k, trained_len, theta=10000.0):
+    """cos and sin, (seq, d_k) each in the half-split layout, reading position m as m * trained_len / seq when seq > trained_len."""
+    factor = max(1.0, seq / trained_len)
+    scaling = {"rope_type": "linear", "factor": factor} if factor > 1 else None
+    return rotary_table(torch.arange(seq), d_k, theta, dtype=torch.float32, scaling=scaling)
