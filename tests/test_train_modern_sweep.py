@@ -70,6 +70,16 @@ def test_a_kept_run_is_read_not_trained_again(toy, tmp_path, monkeypatch):
         sweep.sweep_and_write(tmp_path / "c", ["gpt2"], [0], dict(settings, steps=3), 1, keep)
 
 
+def test_the_command_line_keeps_runs_and_records_the_device(toy, tmp_path, monkeypatch):
+    monkeypatch.setitem(sweep.SWEEP, "batch_size", 4)
+    kept = tmp_path / "kept"
+    toy_run = ["--steps", "2", "--seeds", "0", "--arms", "gpt2", "--out", str(tmp_path), "--keep", str(kept)]
+    assert sweep.main(toy_run + ["--device", "cpu:0", "--workers", "2"]) == 0  # one worker on a device
+    record = json.loads((tmp_path / sweep.RECORD_FILE).read_text(encoding="utf-8"))
+    assert record["settings"]["device"] == "cpu:0" and "device_name" not in record["settings"]
+    assert [path.name for path in kept.iterdir()] == ["gpt2-seed0.json"]
+
+
 def test_each_arm_builds_what_it_names(toy):
     assert isinstance(sweep.build("gpt2", 30), GPT)
     configs = {arm: sweep.build(arm, 30).config for arm in sweep.ARMS if arm != "gpt2"}
