@@ -2,9 +2,9 @@
 # What a machine with a GPU checks, in one run (MAINTAINING.md, "On a real GPU"):
 #   1. every chapter executed on the GPU by tools/run_chapters_plain.py, four groups side by side,
 #      each chapter's outputs compared with the stored (CPU) ones;
-#   2. chapter 17's GPU paths, `tools/train_distributed.py --record --cuda`: NCCL with DDP, FSDP2, a
-#      checkpoint written at step 10 and resumed, the long runs in float32, bf16 and fp16 with its
-#      gradient scaler; the record, weights/distributed_runs_cuda.json, is what chapter 17 reads.
+#   2. chapter 17's GPU paths, `tools/train_distributed.py --record --cuda`: NCCL with DDP, FSDP2,
+#      bf16, fp16 with its gradient scaler, a checkpoint written at step 10 and resumed; the record,
+#      weights/distributed_runs_cuda.json, is what chapter 17 reads.
 # PARTS (default "chapters distributed") picks them.
 # Run from the repository root with the package's dependencies importable (the chapters' own: torch,
 # altair, pandas, tokenizers, sacrebleu, transformers, IPython). Results go to $WORK (default
@@ -48,8 +48,7 @@ for group in "${groups[@]}"; do
         --json "$WORK/chapters_$i.json" >"$WORK/chapters_$i.log" 2>&1 &
 done
 
-# Chapter 17's GPU paths, as its record: one process on the GPU with NCCL (DDP, FSDP, a checkpoint
-# resumed) and the long runs in float32, bf16 and fp16 with its scaler (tools/train_distributed.py).
+# Chapter 17's GPU paths, as its record: one process on the GPU with NCCL (tools/train_distributed.py).
 if [[ " $PARTS " == *" distributed "* ]]; then
     (
         OMP_NUM_THREADS=2 timeout "$LIMIT" python3 tools/train_distributed.py --record --cuda \
