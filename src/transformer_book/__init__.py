@@ -11,7 +11,7 @@ it lives. The package holds model code: it imports torch and nothing from plotti
 
 The modules, in the order the book first writes them, and the chapters that write each:
 
-- ``positional`` (chapter 1): Token embeddings and sinusoidal positional encodings
+- ``positional`` (chapters 1, 16): Token embeddings and position information
 - ``validation`` (chapters 1, 2, 15, 16): Argument checks shared by every module of the package
 - ``attention`` (chapter 2): Scaled dot-product attention
 - ``multihead`` (chapter 3): Multi-head attention, written in chapter 3, "Multi-head attention"
@@ -38,6 +38,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``hf_parity`` (chapters 15, 16): Parity with Hugging Face's models
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
+- ``sweeps`` (chapter 16): Chapter 16's sweeps
 - ``distributed`` (chapter 17): Training past one machine
 - ``data_parallel`` (chapter 17): Data parallelism's machinery
 - ``checkpoint`` (chapter 17): Sharded checkpoints
@@ -81,6 +82,7 @@ from transformer_book import (
     rhyme,
     shipped,
     subwords,
+    sweeps,
     tasks,
     tatoeba,
     training,
@@ -115,6 +117,7 @@ from transformer_book.positional import *
 from transformer_book.rhyme import *
 from transformer_book.shipped import *
 from transformer_book.subwords import *
+from transformer_book.sweeps import *
 from transformer_book.tasks import *
 from transformer_book.tatoeba import *
 from transformer_book.training import *
@@ -150,6 +153,7 @@ __all__ = (
     + hf_parity.__all__
     + poet.__all__
     + modern.__all__
+    + sweeps.__all__
     + distributed.__all__
     + data_parallel.__all__
     + checkpoint.__all__

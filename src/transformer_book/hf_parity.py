@@ -162,7 +162,8 @@ def gpt_from_hf(theirs) -> GPT:
 
 
 # %% book/16_modern_decoder.ipynb, cell 46
-from transformer_book.modern import LLAMA3_KEYS, ModernConfig, ModernDecoder
+from transformer_book.modern import ModernConfig, ModernDecoder
+from transformer_book.positional import LLAMA3_KEYS
 
 LLAMA_ROPE_TYPES = ("default", "linear", "llama3")  # the rope types we copy
 
