@@ -1,6 +1,5 @@
 """The package modules are exactly the cells their chapters export (tools/export_package.py)."""
 
-import ast
 import importlib
 import json
 import re
@@ -141,49 +140,3 @@ def test_the_top_level_is_generated_and_refuses_a_name_twice(tmp_path):
         assert "'SEED'" in str(error) and "first.py" in str(error) and "second.py" in str(error)
     else:
         raise AssertionError("one name exported by two modules must be refused")
-
-
-def imported_modules(module: str) -> set[str]:
-    """The package modules that ``module`` imports when it runs (an import under TYPE_CHECKING does not)."""
-    tree = ast.parse((export_package.PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
-    typing_only = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for statement in block.body
-        for node in ast.walk(statement)
-    }
-    return {
-        node.module.split(".")[1]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-        and (node.module or "").startswith(f"{export_package.PACKAGE}.")
-        and id(node) not in typing_only
-    }
-
-
-def import_closure(module: str) -> set[str]:
-    """``module`` and every package module it imports, transitively: the files a reader of it opens."""
-    seen, todo = set(), [module]
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo += imported_modules(name)
-    return seen
-
-
-def test_the_poet_reads_no_encoder_decoder():
-    # The poet's closure is the GPT's (8 files), the poems and their vocabulary, the shipped files,
-    # decoding with its sampling rule, and the training loop: nothing of chapter 9's encoder-decoder.
-    closure = import_closure("poet")
-    assert import_closure("gpt") <= closure
-    assert closure.isdisjoint({"model", "encoder", "decoder", "translation", "tatoeba", "subwords"}), closure
-    assert len(closure) <= 15, sorted(closure)
-
-
-def test_no_module_over_400_lines():
-    lengths = {
-        path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in export_package.generated_files()
-    }
-    assert {name: n for name, n in lengths.items() if n > 400} == {}
