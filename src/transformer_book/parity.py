@@ -128,10 +128,7 @@ def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> Non
 def load_torch_encoder_layer(
     ours: EncoderLayer, theirs: nn.TransformerEncoderLayer
 ) -> EncoderLayer:
-    """Copy an nn.TransformerEncoderLayer's weights into our encoder layer.
-
-    Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute
-    the same function.
+    """Copy an nn.TransformerEncoderLayer's weights into ours: the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
     norm placement, activation (ours is ReLU) or layer-norm eps.
@@ -150,10 +147,7 @@ from transformer_book.decoder import DecoderLayer
 def load_torch_decoder_layer(
     ours: DecoderLayer, theirs: nn.TransformerDecoderLayer
 ) -> DecoderLayer:
-    """Copy an nn.TransformerDecoderLayer's weights into our decoder layer.
-
-    Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute
-    the same function.
+    """Copy an nn.TransformerDecoderLayer's weights into ours: the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
     norm placement, activation (ours is ReLU) or layer-norm eps, and (TypeError) any
