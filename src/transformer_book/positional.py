@@ -169,7 +169,7 @@ def check_rope_scaling(scaling) -> None:
 
 
 def rope_frequencies(
-    d_k: int, theta: float = 10000.0, scaling: dict | None = None, device=None
+    d_k: int, theta: float = 10000.0, scaling: dict | None = None, device="cpu"
 ) -> torch.Tensor:
     """The d_k/2 rotary frequencies theta^(-2i/d_k), float32, as ``scaling`` sets them.
 
@@ -292,7 +292,7 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 
 
 def alibi_mask(
-    heads: int, queries: int, offset: int = 0, device=None, dtype=None
+    heads: int, queries: int, offset: int = 0, device="cpu", dtype=None
 ) -> torch.Tensor:
     """Build ALiBi's causal additive mask, (1, heads, queries, offset + queries).
 
