@@ -14,6 +14,7 @@ import torch
 import speed_ladder
 import train_scaling_sweep as sweep
 import transformer_book
+from device_sim import simulate
 from transformer_book import PoemVocabulary, flops_per_token, has_bf16_matmul, poems
 
 POEMS = [
@@ -133,3 +134,17 @@ def test_the_gpu_ladder_runs_side_by_side_on_a_cpu(toy):
     for name in rungs[1:]:  # bfloat16 from the rung 'bf16' on, where the CPU multiplies it
         assert ("error" not in arms[name]) == has_bf16_matmul("cpu")
     assert "ms/step" in speed_ladder.table(record)
+
+
+def test_the_tools_keep_everything_on_a_simulated_gpu(toy, monkeypatch):
+    # tensors on two devices in one operation are refused, as a real GPU refuses them
+    peak = transformer_book.matmul_peak  # a GPU's 4,096-wide products would take the CPU seconds
+    monkeypatch.setattr(transformer_book, "matmul_peak", lambda device, dtype=torch.float32: peak(device, dtype, 256))
+    rungs = ["tf32", "sdpa", "fused_adamw", "batch256"]
+    with simulate("cuda"):
+        cuda = speed_ladder.device_from("cuda")
+        record = speed_ladder.run_ladder(cuda, rungs, steps=1, warmup=1, log=lambda line: None)
+        arm = {"d_model": 32, "layers": 1, "steps": 2}
+        loss, _ = sweep.train_arm(arm, POEMS, FOUR, PoemVocabulary.from_poems(POEMS), cuda)
+    assert record["machine"]["device"] == "cuda" and "tf32" in record["machine"]["peak_flops"]
+    assert all("error" not in record["arms"][name] for name in rungs) and loss > 0

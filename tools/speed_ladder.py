@@ -272,12 +272,13 @@ def run_ladder(
     scoring = poem_split("held-out")[:EVAL_POEMS]
     which = which or ("cuda" if device.type == "cuda" else "cpu")
     plan = ladder(which, chosen)
-    arms = {}
+    arms, unrunnable = {}, {}
     for name, settings in plan.items():
         try:
             arms[name] = Arm(settings, config, device)
         except Exception as error:  # noqa: BLE001 - an arm this machine cannot run is recorded, not fatal
-            log(f"{name}: not run ({type(error).__name__}: {error})")
+            unrunnable[name] = f"{type(error).__name__}: {error}"
+            log(f"{name}: not run ({unrunnable[name]})")
             arms[name] = None
     draw = random.Random(SEED)
     names = [name for name in arms if arms[name] is not None]
@@ -303,7 +304,7 @@ def run_ladder(
     results = {}
     for name, arm in arms.items():
         if arm is None or arm.error is not None or not arm.seconds:
-            results[name] = {"settings": plan[name], "error": arm.error if arm is not None else "not run"}
+            results[name] = {"settings": plan[name], "error": arm.error if arm is not None else unrunnable[name]}
             continue
         flop_rate = sum(arm.flops) / sum(arm.seconds)
         precision = precision_of(arm.settings)
