@@ -22,7 +22,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 if [ "${TOY:-0}" = 1 ]; then
   device=cpu
-  ladder=(--steps 2 --warmup 1 --rungs foreach bf16 compile batch128)
+  ladder=(--ladder cuda --steps 2 --warmup 1 --rungs tf32 bf16 sdpa fused_adamw compile)
   sweep=(--budgets 1e10 3e10 --held-out-budget 6e10 --sizes 32x1 64x1 96x1)
   limits=(600 600 120)
 else

@@ -5,9 +5,9 @@
     python tools/train_scaling_sweep.py --device cuda --check  # retrain one recorded arm and compare
     python tools/train_scaling_sweep.py --budgets 1e9 3e9 --held-out-budget 1e10 --sizes 32x1 64x1 --out DIR
 
-The default budgets are sized for a GPU: the plan (``--plan``) counts 2e14 FLOPs in at most about
-18,000 steps of 64 poems, under three minutes at the 2 TFLOP/s the poet's step reaches on an H100
-(chapter 18) if no step takes less than 8 ms, about two hours on one CPU thread. The sizes run from
+The default budgets are sized for a GPU: the plan (``--plan``) counts 1.5e14 FLOPs in at most about
+13,700 steps of 64 poems, about two minutes at the 2 TFLOP/s the poet's step reaches on an H100
+(chapter 18) if no step takes less than 8 ms, about 1.5 hours on one CPU thread. The sizes run from
 d_model 64 and 1 layer up, because the poet's 5,501-token vocabulary makes the embedding most of
 a small model's weights: the larger sizes read under one token per weight at the smallest budget.
 ``--device`` (``auto``: CUDA, then MPS, then the CPU) holds everything; the record names the device,
@@ -56,8 +56,8 @@ from notebooks import REPO_ROOT
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "scaling_sweep.json"
-BUDGETS = (2e12, 6e12, 2e13)  # training FLOPs per arm
-HELD_OUT_BUDGET = 6e13  # the run the fit predicts, trained after the fit
+BUDGETS = (1.5e12, 5e12, 1.5e13)  # training FLOPs per arm
+HELD_OUT_BUDGET = 4.5e13  # the run the fit predicts, trained after the fit
 SIZES = ((64, 1), (64, 2), (96, 2), (128, 3), (160, 4))  # (d_model, layers)
 BATCH_SIZE = 64
 LR = 3e-3
@@ -247,7 +247,7 @@ def check(out: Path, device: torch.device, poems, held_out, vocab) -> int:
     recorded = record["machine"]
     difference = loss - arm["loss"]
     print(
-        f"--check: {arm['d_model']}x{arm['layers']} at {arm['budget']:.0e} FLOPs on {device.type}: "
+        f"--check: {arm['d_model']}x{arm['layers']} at {arm['budget']:.2g} FLOPs on {device.type}: "
         f"{loss:.4f} now, {arm['loss']:.4f} recorded on {recorded['device']} ({recorded['device_name']}): "
         f"{difference:+.4f} ({seconds:.1f} s)"
     )
@@ -299,11 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'budget':>8} {'d_model':>7} {'layers':>6} {'params':>9} {'steps':>6} {'tokens/param':>12} {'epochs':>6}")
     for arm in arms:
         print(
-            f"{arm['budget']:8.0e} {arm['d_model']:7d} {arm['layers']:6d} {arm['parameters']:9,d} "
+            f"{arm['budget']:8.2g} {arm['d_model']:7d} {arm['layers']:6d} {arm['parameters']:9,d} "
             f"{arm['steps']:6d} {arm['tokens_per_parameter']:12.2f} {arm['epochs']:6.3f}"
         )
     print(
-        f"plan: {len(arms)} arms and a held-out run at {args.held_out_budget:.0e}: {total_flops:.3g} FLOPs, "
+        f"plan: {len(arms)} arms and a held-out run at {args.held_out_budget:.2g}: {total_flops:.3g} FLOPs, "
         f"{total_steps:,} steps (the held-out run counted at its slowest size); at "
         f"{ASSUMED_RATE / 1e12:g} TFLOP/s and {1000 * STEP_FLOOR:g} ms a step at least, about "
         f"{estimate_seconds(arms + last):.0f} s"
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         loss, seconds = train_arm(arm, poems, held_out, vocab, device)
         runs.append(dict(arm, loss=round(loss, 4), **timing(arm, seconds, facts)))
         print(
-            f"{arm['budget']:8.0e} {arm['d_model']:4d}x{arm['layers']}: held-out loss {loss:.4f} "
+            f"{arm['budget']:8.2g} {arm['d_model']:4d}x{arm['layers']}: held-out loss {loss:.4f} "
             f"({seconds:.1f} s, MFU {runs[-1]['mfu']:.1%})",
             flush=True,
         )
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         f"N_opt(C) = {law['size_law']['k']:.4g} * C^{law['size_law']['e']:.4f}"
     )
     print(
-        f"predicted at {args.held_out_budget:.0e} FLOPs: loss {prediction['loss']:.4f} with "
+        f"predicted at {args.held_out_budget:.2g} FLOPs: loss {prediction['loss']:.4f} with "
         f"{prediction['parameters']:,.0f} parameters; trained {size[0]}x{size[1]} "
         f"({held_out_run['parameters']:,d}): {held_out_run['loss']:.4f}, {error:+.2%}"
     )
