@@ -118,6 +118,7 @@ def test_the_gpu_ladder_adds_its_rungs_up():
     assert cpu["bf16"] == dict(speed_ladder.BASELINE["cpu"], bf16=True)
     with pytest.raises(ValueError, match=r"cuda's ladder has no rungs \['threads2'\]"):
         speed_ladder.ladder("cuda", ["threads2"])
+    assert speed_ladder.is_h100_sxm("NVIDIA H100 80GB HBM3") and not speed_ladder.is_h100_sxm("NVIDIA H100 PCIe")
     with pytest.raises(ValueError, match="device must be cuda, mps, cpu or auto; got 'gpu'"):
         speed_ladder.device_from("gpu")
 

@@ -9,16 +9,26 @@
 # scaling_sweep.json, scaling_sweep.log, scaling_sweep_check.log. The records ship in
 # src/transformer_book/weights/. Each tool runs under its own time limit and a failure of one does
 # not stop the next; the exit status is 1 if any failed. $PYTHON picks the interpreter (default: the
-# worktree's .venv, else python3); the package is read from src/ (no install needed).
+# first of .venv/bin/python, python3, python whose torch sees a GPU); the package is read from src/
+# (no install needed).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:?usage: bash tools/cost_on_gpu.sh OUTDIR}"
 mkdir -p "$out"
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
-fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+if [ -z "${PYTHON:-}" ]; then  # the first interpreter whose torch sees a GPU (TOY=1: any with torch)
+  want='import torch; assert torch.cuda.is_available()'
+  [ "${TOY:-0}" = 1 ] && want='import torch'
+  for candidate in .venv/bin/python python3 python; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c "$want" 2>/dev/null; then
+      PYTHON=$candidate
+      break
+    fi
+  done
+  PYTHON="${PYTHON:-python3}"
+fi
+echo "== $PYTHON: $("$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda available:", torch.cuda.is_available())' 2>&1)"
 
 if [ "${TOY:-0}" = 1 ]; then
   device=cpu
@@ -27,7 +37,7 @@ if [ "${TOY:-0}" = 1 ]; then
   limits=(600 600 120)
 else
   device=cuda
-  ladder=()
+  ladder=(--steps 60 --warmup 5)
   sweep=()
   limits=(150 210 40)  # seconds: the ladder (two compilations), the sweep, the check
 fi

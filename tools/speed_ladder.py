@@ -92,6 +92,12 @@ CUDA_RUNGS = {
 DATASHEET = {"name": "NVIDIA H100 SXM5 data sheet, dense", "fp32": 67e12, "tf32": 495e12, "bf16": 989e12}
 
 
+def is_h100_sxm(name: str) -> bool:
+    """Whether a CUDA device's name is an H100 SXM5's ("NVIDIA H100 80GB HBM3"; the PCIe and NVL
+    cards have other peaks and say so in their names)."""
+    return "H100" in name and not any(other in name for other in ("PCIe", "NVL"))
+
+
 def device_from(name: str) -> torch.device:
     """``cuda``, ``mps``, ``cpu`` or ``auto`` (CUDA, then MPS, then the CPU) as a torch.device."""
     if name == "auto":
@@ -156,7 +162,7 @@ def machine(device: torch.device, bf16: bool = True) -> dict:
         "python": platform.python_version(),
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
         "peak_flops": peaks,
-        "datasheet": DATASHEET if "H100" in name else None,
+        "datasheet": DATASHEET if is_h100_sxm(name) else None,
     }
     if device.type == "cuda":
         facts["cuda"] = torch.version.cuda
