@@ -9,13 +9,14 @@ name in parentheses, as the glossary and the 中文小结 do.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 from pathlib import Path
 
+import page_meta
 import pytest
+from book_repository import repository
 from docutils.core import publish_doctree
 
 from notebooks import sources
@@ -24,10 +25,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))  # BOOK_HTML: a book built elsewhere
 CHAPTERS = sorted((REPO_ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 BOOK_TITLE = "The Transformer, from scratch"
-
-_spec = importlib.util.spec_from_file_location("page_meta", REPO_ROOT / "book" / "_ext" / "page_meta.py")
-page_meta = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(page_meta)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
@@ -98,7 +95,7 @@ def test_the_description_is_the_first_paragraph_of_prose():
 
 
 def test_the_pages_address_comes_from_the_config():
-    assert page_meta.pages_url(REPO_ROOT) == "https://transformer-book.github.io/transformer-from-scratch/"
+    assert repository(REPO_ROOT).pages_url == "https://transformer-book.github.io/transformer-from-scratch/"
 
 
 # --- The built book ------------------------------------------------------------------------------
@@ -115,7 +112,7 @@ def test_the_built_home_page_title_and_preview():
     page = built("book/intro.html")
     assert f"<title>{BOOK_TITLE}</title>" in page
     assert '<meta property="og:type" content="website" />' in page
-    assert f'<meta property="og:url" content="{page_meta.pages_url(REPO_ROOT)}" />' in page
+    assert f'<meta property="og:url" content="{repository(REPO_ROOT).pages_url}" />' in page
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
@@ -126,7 +123,7 @@ def test_every_built_chapter_has_a_preview_of_its_own(chapter):
     assert len(description.group(1)) <= page_meta.MAX_DESCRIPTION + 1
     for tag in ("og:title", "og:description", "og:url", "og:site_name"):
         assert f'<meta property="{tag}"' in page, tag
-    assert f'href="{page_meta.pages_url(REPO_ROOT)}book/{chapter.stem}.html"' in page  # canonical
+    assert f'href="{repository(REPO_ROOT).pages_url}book/{chapter.stem}.html"' in page  # canonical
 
 
 def search_index() -> dict:

@@ -124,7 +124,7 @@ def test_export_quantized_round_trip_and_limit(tmp_path):
 def test_the_bleu_record_is_of_these_weights(record, test_set):
     data = (PLAYGROUND / "translator.bin").read_bytes()
     assert record["weights_sha256"] == __import__("hashlib").sha256(data).hexdigest()
-    assert record["decoding"] == {"beam_size": 4, "alpha": 0.6, "batch_size": 1}
+    assert record["decoding"] == {"beam_size": 4, "length_penalty": 0.6, "batch_size": 1}
     references = [options for _, options in test_set]
     assert record["test_sentences"] == len(test_set) == 1000
     for name, texts in record["translations"].items():
@@ -153,7 +153,7 @@ def test_a_sample_of_the_record_translates_again(record, exported, test_set):
     translator = exported[0]
     sources = [test_set[index][0] for index in SAMPLE]
     for name, beam_size in (("8-bit beam", 4), ("8-bit greedy", 1)):
-        again = translator.translate(sources, beam_size=beam_size, alpha=0.6, batch_size=1)
+        again = translator.translate(sources, beam_size=beam_size, length_penalty=0.6, batch_size=1)
         assert again == [record["translations"][name][index] for index in SAMPLE], name
 
 
@@ -161,7 +161,7 @@ def test_the_examples_are_test_sentences_and_the_wrong_one_is_said(exported, tes
     translator, meta = exported
     references = dict(test_set)
     assert meta["examples"] == list(playground_translator.TRANSLATOR_EXAMPLES)
-    outputs = translator.translate(meta["examples"], beam_size=4, alpha=0.6, batch_size=1)
+    outputs = translator.translate(meta["examples"], beam_size=4, length_penalty=0.6, batch_size=1)
     for text, output, answers, right, note in zip(
         meta["examples"], outputs, meta["example_answers"], meta["example_right"],
         meta["example_notes"], strict=True,

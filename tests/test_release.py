@@ -26,8 +26,10 @@ import tomllib
 from pathlib import Path
 
 import nbformat
+import pin_release
 import pytest
 import yaml
+from book_repository import repository
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -35,23 +37,11 @@ import sync_repo_url
 from notebooks import chapters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# book/_ext holds Sphinx extensions, not a package: load the module from its file.
-_spec = importlib.util.spec_from_file_location("pin_release", REPO_ROOT / "book" / "_ext" / "pin_release.py")
-pin_release = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pin_release)
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 MAINTAINING = (REPO_ROOT / "MAINTAINING.md").read_text(encoding="utf-8")
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 CONFIG = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
-
-
-def pages_url() -> str:
-    """GitHub Pages' address of the repository in _config.yml: https://OWNER.github.io/REPO/."""
-    owner, name = re.fullmatch(
-        r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", CONFIG["repository"]["url"]
-    ).groups()
-    return f"https://{owner.lower()}.github.io/{name}/"
 
 
 def section(text: str, heading: str) -> str:
@@ -69,7 +59,7 @@ def blocks(text: str, language: str) -> list[str]:
 
 def test_readme_opens_with_the_online_book():
     opening = README.split("\n## ", 1)[0]
-    assert f"<{pages_url()}>" in opening, pages_url()
+    assert f"<{repository(REPO_ROOT).pages_url}>" in opening, repository(REPO_ROOT).pages_url
     assert "OWNER/REPO" not in README
 
 
@@ -97,7 +87,7 @@ def light_install_block() -> str:
 
 def test_readme_light_install_is_the_checked_command():
     block = light_install_block()
-    url = CONFIG["repository"]["url"].rstrip("/")
+    url = repository(REPO_ROOT).url
     assert block.splitlines()[:3] == [f"git clone {url}.git", f"cd {url.rsplit('/', 1)[1]}", "python3 -m venv .venv"]
     for line in LIGHT_INSTALL:
         assert line in block.splitlines()
@@ -238,13 +228,13 @@ def test_licence_is_mit_in_spdx_form_with_its_files():
 
 def test_project_metadata_points_at_the_book():
     project = PYPROJECT["project"]
-    url = CONFIG["repository"]["url"].rstrip("/")
+    url = repository(REPO_ROOT).url
     urls = project["urls"]
-    assert urls["Homepage"] == urls["Documentation"] == pages_url()
+    assert urls["Homepage"] == urls["Documentation"] == repository(REPO_ROOT).pages_url
     assert urls["Repository"] == url and urls["Issues"] == f"{url}/issues"
     assert urls["Changelog"].startswith(f"{url}/blob/")
     citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
-    assert citation["repository-code"] == url and citation["url"] == pages_url()
+    assert citation["repository-code"] == url and citation["url"] == repository(REPO_ROOT).pages_url
     classifiers = project["classifiers"]
     for prefix in (
         "Framework :: Jupyter",
@@ -288,7 +278,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def test_every_chapter_setup_cell_is_pinned_to_the_commit(monkeypatch):
-    url, branch = pin_release.repository(REPO_ROOT)
+    url, branch, _ = repository(REPO_ROOT)
     pinned_spec = f"transformer-book[charts] @ git+{url}@{COMMIT}"
     for notebook in chapters():
         text, count = pin_release.pin(notebook.read_text(encoding="utf-8"), url, branch, COMMIT)
@@ -305,7 +295,7 @@ def test_every_chapter_setup_cell_is_pinned_to_the_commit(monkeypatch):
 
 
 def test_pinning_touches_only_the_branch_and_refuses_what_it_cannot_pin(tmp_path):
-    url, branch = pin_release.repository(REPO_ROOT)
+    url, branch, _ = repository(REPO_ROOT)
     assert pin_release.pin(f"git+{url}@{branch}2 git+{url}@{branch}", url, branch, "v1.0.0") == (
         f"git+{url}@{branch}2 git+{url}@v1.0.0",
         1,

@@ -63,6 +63,8 @@ def test_device_option_fails_a_chapter_run_elsewhere(tmp_path):
     assert runner.main([str(path)]) == 0
     assert runner.main([str(path), "--device", "cpu"]) == 0
     assert runner.main([str(path), "--device", "mps"]) == 1
+    no_device = _notebook(tmp_path, [_code("print('a page with no device cell')")])
+    assert runner.main([str(no_device), "--device", "cuda"]) == 0  # the introduction: nothing to put on one
 
 
 def test_kernels_option_runs_with_another_cpus_kernels(tmp_path):

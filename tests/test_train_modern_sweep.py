@@ -54,6 +54,22 @@ def test_sweeps_are_seeded_and_check_finds_a_change(toy, tmp_path, monkeypatch):
     assert sweep.main(toy_check + ["--arm", "gelu"]) == 0
 
 
+def test_a_kept_run_is_read_not_trained_again(toy, tmp_path, monkeypatch):
+    keep = tmp_path / "kept"
+    settings = dict(sweep.SWEEP, steps=2, batch_size=4)
+    first = sweep.sweep_and_write(tmp_path / "a", ["gpt2"], [0], settings, 1, keep)
+    assert [path.name for path in keep.iterdir()] == ["gpt2-seed0.json"]
+    # named, the device (--device: a GPU where there is one) changes nothing on the CPU
+    on_cpu = sweep.sweep_and_write(tmp_path / "d", ["gpt2"], [0], dict(settings, device="cpu"), 1)
+    assert on_cpu["runs"] == first["runs"] and on_cpu["settings"]["device"] == "cpu"
+    trained = []
+    monkeypatch.setattr(sweep, "train_one", lambda *args: trained.append(args) or 1 / 0)
+    again = sweep.sweep_and_write(tmp_path / "b", ["gpt2"], [0], settings, 1, keep)
+    assert again == first and not trained  # read from keep, nothing trained
+    with pytest.raises(ZeroDivisionError):  # another budget: trained again
+        sweep.sweep_and_write(tmp_path / "c", ["gpt2"], [0], dict(settings, steps=3), 1, keep)
+
+
 def test_each_arm_builds_what_it_names(toy):
     assert isinstance(sweep.build("gpt2", 30), GPT)
     configs = {arm: sweep.build(arm, 30).config for arm in sweep.ARMS if arm != "gpt2"}
@@ -86,8 +102,9 @@ def test_the_length_sweep_scores_a_learned_table_only_where_it_has_rows(toy, tmp
             assert len(known) == length.TRAIN_LEN - 1
         else:
             assert len(known) == 49 and all(value > 0 for value in known)
-    again = length.sweep_and_write(tmp_path / "again", ["alibi"], [0], training, 1)
-    assert again["runs"]["alibi"] == record["runs"]["alibi"]
+    # named, the device (--device: a GPU where there is one) changes nothing on the CPU
+    again = length.sweep_and_write(tmp_path / "again", ["rotary"], [0], dict(training, device="cpu"), 1)
+    assert again["runs"]["rotary"] == record["runs"]["rotary"] and again["settings"]["device"] == "cpu"
 
 
 def test_loss_by_position_is_the_mean_over_poems_at_each_position():

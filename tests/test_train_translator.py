@@ -21,7 +21,7 @@ def toy(monkeypatch):
     monkeypatch.setattr(
         recipe, "TRANSLATION_CONFIG", dict(recipe.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2, max_len=64)
     )
-    monkeypatch.setattr(tool, "BEAM", {"beam_size": 2, "alpha": 0.6})
+    monkeypatch.setattr(tool, "BEAM", {"beam_size": 2, "length_penalty": 0.6})
     return small
 
 

@@ -95,30 +95,21 @@ def section_chapters(text: str) -> str:
     return "–".join(parts) + (f" {rest}" if rest else "")
 
 
+def table_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |\n"
+
+
 def render(data: dict) -> str:
-    lines = [HEAD]
-    for term in data["terms"]:
-        cells = [
-            term["en"],
-            ", ".join(term["zh"]),
-            term.get("d2l", ""),
-            term["meaning"],
-            chapter_links(term["chapters"]),
-        ]
-        lines.append("| " + " | ".join(cells) + " |\n")
-    lines.append(INDEX_HEAD)
-    for term in data["terms"]:
-        cells = [
-            ", ".join(term["zh"]),
-            ", ".join(term.get("other", [])),
-            term.get("d2l", ""),
-            term["en"],
-            chapter_links(term["chapters"]),
-        ]
-        lines.append("| " + " | ".join(cells) + " |\n")
-    lines.append(MAP_HEAD)
-    for row in data["d2l_sections"]:
-        lines.append(f"| {row['section']} | {section_chapters(row['chapters'])} |\n")
+    """The glossary page: the terms in English, the same terms by their Chinese, then d2l's map."""
+    terms = data["terms"]
+    links = [chapter_links(term["chapters"]) for term in terms]
+    english = [[t["en"], ", ".join(t["zh"]), t.get("d2l", ""), t["meaning"], link] for t, link in zip(terms, links)]
+    chinese = [
+        [", ".join(t["zh"]), ", ".join(t.get("other", [])), t.get("d2l", ""), t["en"], link]
+        for t, link in zip(terms, links)
+    ]
+    sections = [[row["section"], section_chapters(row["chapters"])] for row in data["d2l_sections"]]
+    lines = [HEAD, *map(table_row, english), INDEX_HEAD, *map(table_row, chinese), MAP_HEAD, *map(table_row, sections)]
     return "".join(lines).replace("|  |", "| |")
 
 

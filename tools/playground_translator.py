@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from playground_files import OUT_DIR, export_quantized, load_model, quantized_state
-from transformer_book import make_model
+from transformer_book import PAPER_BEAM, make_model
 
 TRANSLATOR = "translator"
 # Test sentences (never trained on) for the page's buttons: three that the 8-bit model
@@ -33,7 +33,6 @@ TRANSLATOR_WRONG = {  # sentence: (the 8-bit model's beam output, what is wrong 
     ),
 }
 TRANSLATOR_MAX_BYTES = 4_000_000  # weights and JSON: all the page downloads for the task
-BEAM_SIZE, ALPHA = 4, 0.6  # chapter 14's beam search
 BLEU_FILE = "translator_bleu.json"
 BLEU_LIMIT = 0.5  # the 8-bit weights' test BLEU is within this of the full model's
 
@@ -63,14 +62,14 @@ def translator_meta(translator) -> dict:
         # Translator.translate: min(2 * source tokens + 10, max_len - 1) new tokens
         "max_new_tokens": translator.max_tokens - 1,
         "max_new_per_source": [2, 10],
-        "length_penalty": ALPHA,
+        "length_penalty": PAPER_BEAM["length_penalty"],
         "answer_label": "Tatoeba's translation",
     }
 
 
 def translate_all(translator, sentences, beam_size: int) -> list[str]:
-    """One sentence at a time, as the page decodes (no padding)."""
-    return translator.translate(sentences, beam_size=beam_size, alpha=ALPHA, batch_size=1)
+    """One sentence at a time, as the page decodes (no padding), with the paper's length penalty."""
+    return translator.translate(sentences, beam_size, PAPER_BEAM["length_penalty"], batch_size=1)
 
 
 def export_translator(out_dir: Path = OUT_DIR) -> dict:
@@ -94,7 +93,7 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
     test = tatoeba_split("test")
     sources = [english for english, _ in test]
     references = [options for _, options in test]
-    examples = [quantized.translate([text], BEAM_SIZE, ALPHA, 1)[0] for text in TRANSLATOR_EXAMPLES]
+    examples = [quantized.translate([text], **PAPER_BEAM, batch_size=1)[0] for text in TRANSLATOR_EXAMPLES]
     answers = [dict(test)[text] for text in TRANSLATOR_EXAMPLES]  # KeyError: not a test sentence
     right = [output in options for output, options in zip(examples, answers)]
     for text, output, ok in zip(TRANSLATOR_EXAMPLES, examples, right):
@@ -108,8 +107,8 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
         "example_notes": [TRANSLATOR_WRONG.get(text, (None, None))[1] for text in TRANSLATOR_EXAMPLES],
     }
     outputs = {
-        "full beam": translate_all(full, sources, BEAM_SIZE),
-        "8-bit beam": translate_all(quantized, sources, BEAM_SIZE),
+        "full beam": translate_all(full, sources, PAPER_BEAM["beam_size"]),
+        "8-bit beam": translate_all(quantized, sources, PAPER_BEAM["beam_size"]),
         "full greedy": translate_all(full, sources, 1),
         "8-bit greedy": translate_all(quantized, sources, 1),
     }
@@ -128,7 +127,7 @@ def export_translator(out_dir: Path = OUT_DIR) -> dict:
     record = {
         "weights_sha256": json.loads(json_path.read_text("utf-8"))["weights"]["sha256"],
         "test_sentences": len(test),
-        "decoding": {"beam_size": BEAM_SIZE, "alpha": ALPHA, "batch_size": 1},
+        "decoding": {**PAPER_BEAM, "batch_size": 1},
         "bleu": "sacrebleu corpus BLEU, tokenize='zh', every reference (corpus_scores)",
         "scores": scores,
         "bleu_gap": round(gap, 4),

@@ -62,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             print("   ", line[:1500], flush=True)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=1), encoding="utf-8")
-    wrong_device = [
-        name for name, report in reports.items() if args.device and report["device"].split(":")[0] != args.device
+    wrong_device = [  # "?": a page with no device cell (the introduction) has nothing to put on one
+        name
+        for name, report in reports.items()
+        if args.device and report["device"] != "?" and report["device"].split(":")[0] != args.device
     ]
     if wrong_device:
         print(f"not on {args.device}: {', '.join(wrong_device)}", flush=True)

@@ -3,7 +3,12 @@
 Each sweep trains every arm with every seed (``run``: two runs side by side, one PyTorch thread
 each), records them in one JSON file (``write``: ``settings``, ``arms``, ``runs``, and the
 ``timings`` kept apart) and has the same command line (``main``: write every arm, or ``--check``
-one arm against the committed record with ``same_arm``).
+one arm against the committed record with ``same_arm``). ``--keep DIR`` writes each run to DIR as
+it ends and reads the runs already there (same budget) instead of training them again, so a long
+sweep on a shared machine can stop and go on. ``--device cuda`` trains each run on a GPU, one at a
+time, and records the device and its name (the CPU records name none); GPU kernels need not be
+bit-reproducible, so ``--check`` of such a record needs the same GPU and may still differ in the
+last digits (not run here: no GPU was lent to these sweeps).
 """
 
 from __future__ import annotations
@@ -52,17 +57,40 @@ def run(
     budget: dict,
     score: str,
     workers: int = 2,
+    keep: Path | None = None,
 ) -> dict[tuple[str, int], tuple[dict, float]]:
     """``train_one(arm, seed, budget)`` (a run's record) for each arm and seed, ``workers`` at a
     time, each on one PyTorch thread, its ``score`` printed as it ends;
-    {(arm, seed): (record, seconds)}."""
-    jobs = [(arm, seed, budget) for seed in seeds for arm in arms]
+    {(arm, seed): (record, seconds)}.
+
+    With ``keep`` (a folder), each finished run is also written there as it ends, and a run
+    already kept with the same budget is read instead of trained again: a sweep stopped
+    midway goes on where it stopped."""
+    kept = {
+        job: found for job in ((arm, seed) for seed in seeds for arm in arms) if (found := _kept(keep, *job, budget))
+    }
+    jobs = [(arm, seed, budget) for seed in seeds for arm in arms if (arm, seed) not in kept]
     timed = functools.partial(_timed, train_one)
     if workers > 1 and len(jobs) > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
             results = pool.imap_unordered(timed, jobs)
-            return dict(_said(results, score))
-    return dict(_said(map(timed, jobs), score))
+            return kept | dict(_said(results, score, keep, budget))
+    return kept | dict(_said(map(timed, jobs), score, keep, budget))
+
+
+def _kept_file(keep: Path, arm: str, seed: int) -> Path:
+    return keep / f"{arm}-seed{seed}.json"
+
+
+def _kept(keep: Path | None, arm: str, seed: int, budget: dict) -> tuple[dict, float] | None:
+    """A run kept in ``keep`` with this budget: (record, seconds); None if there is none."""
+    if keep is None or not _kept_file(keep, arm, seed).exists():
+        return None
+    kept = json.loads(_kept_file(keep, arm, seed).read_text(encoding="utf-8"))
+    if kept["budget"] != budget:
+        return None
+    print(f"{arm} seed {seed}: kept in {keep}", flush=True)
+    return kept["record"], kept["seconds"]
 
 
 def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dict]) -> Run:
@@ -73,17 +101,23 @@ def _timed(train_one: Callable[[str, int, dict], dict], job: tuple[str, int, dic
     return arm, seed, record, round(time.perf_counter() - started, 1)
 
 
-def _said(results, score: str):
+def _said(results, score: str, keep: Path | None = None, budget: dict | None = None):
     for arm, seed, record, seconds in results:
         print(
             f"{arm} seed {seed}: {score.replace('_', ' ')} {record[score]} ({seconds:.0f} s)",
             flush=True,
         )
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            kept = {"budget": budget, "record": record, "seconds": seconds}
+            _kept_file(keep, arm, seed).write_text(json.dumps(kept) + "\n", encoding="utf-8")
         yield (arm, seed), (record, seconds)
 
 
 def write(path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, seeds) -> dict:
     """The sweep's record (``settings``, ``arms``, ``runs``, ``timings``), written to ``path``."""
+    if settings.get("device", "cpu").startswith("cuda"):
+        settings = dict(settings, device_name=torch.cuda.get_device_name(torch.device(settings["device"])))
     document = {
         "settings": settings,
         "arms": dict(arms),
@@ -140,12 +174,26 @@ def main(
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument("--workers", type=int, default=2, help="runs side by side")
     parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where each run trains, e.g. cuda (recorded, with the GPU's name; one run at a time)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="a folder: each finished run is kept there, and runs kept with the same budget are not trained again",
+    )
     args = parser.parse_args(argv)
     budget = dict(budget, **({"steps": args.steps} if args.steps else {}))
     budget = dict(budget, **({"batch_size": args.batch_size} if args.batch_size else {}))
+    if args.device != "cpu":  # a CPU record's settings stay as they were
+        budget = dict(budget, device=args.device)
+        args.workers = 1  # one process holds the GPU
     started = time.perf_counter()
     if not args.check:
-        document = sweep_and_write(args.out, list(args.arms), args.seeds, budget, args.workers)
+        document = sweep_and_write(args.out, list(args.arms), args.seeds, budget, args.workers, args.keep)
         if summary:
             summary(document)
         print(f"{(time.perf_counter() - started) / 60:.1f} min; wrote {args.out / record_file}")

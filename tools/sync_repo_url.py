@@ -27,16 +27,21 @@ is installed), so stored outputs stay valid. tests/test_conventions.py runs the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import nbformat
-import yaml
 
 from notebooks import chapters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# _config.yml's repository has one reader, book/_ext/book_repository.py, beside the Sphinx extensions
+# that use it (book/_ext is not a package): load it from its file.
+_spec = importlib.util.spec_from_file_location("book_repository", REPO_ROOT / "book" / "_ext" / "book_repository.py")
+book_repository = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(book_repository)
 # The Colab badge, inlined as a PNG data: URI so that it shows in Colab, in a downloaded notebook and
 # in the offline book alike, with no file beside the notebook and no network. (Markdown renderers,
 # MyST's markdown-it among them, refuse SVG data: URIs.) It is book/_static/colab-badge.svg rendered
@@ -83,12 +88,11 @@ HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # Colab, Jupy
 
 
 def repository() -> tuple[str, str, str]:
-    """(URL without trailing slash, branch, path_to_book) from _config.yml."""
-    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
-    url = config["url"].rstrip("/").removesuffix(".git")
-    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
-        raise SystemExit(f"repository.url in _config.yml must look like https://github.com/OWNER/REPO; got {url!r}")
-    return url, config.get("branch", "main"), (config.get("path_to_book") or "").strip("/")
+    """(URL without trailing slash, branch, path_to_book): _config.yml's repository, read by its one reader."""
+    try:
+        return book_repository.repository(REPO_ROOT)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 def badge_image() -> str:

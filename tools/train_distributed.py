@@ -12,6 +12,7 @@
 
     python tools/train_distributed.py --record    # the runs of RUNS: write the record
     python tools/train_distributed.py --check     # run them again; fail unless they agree
+    python tools/train_distributed.py --record --cuda   # on a machine with a GPU: its record
 
 (``torchrun`` is ``python -m torch.distributed.run``.) Each process runs
 ``transformer_book.train_distributed`` with the settings of the flags (one flag per field of
@@ -86,6 +87,19 @@ LONG_RUNS = {
     "long, bf16": (1, {**LONG, "precision": "bf16"}),
     "long, per-batch mean": (1, {**LONG, "normalise": "per_batch"}),
 }
+# On a machine with a GPU (--record --cuda): the paths the CPU cannot take, one process on one GPU
+# with NCCL (a second GPU would need a second process), the chapter's 20-step run in float32 (DDP
+# and FSDP), bf16 and fp16 with its gradient scaler, and a checkpoint stopped at step 10 and resumed.
+RECORD_CUDA = RECORD.with_name("distributed_runs_cuda.json")
+CUDA_REFERENCE = "1 GPU, DDP"
+CUDA_RUNS = {
+    CUDA_REFERENCE: (1, {}),
+    "1 GPU, FSDP": (1, {"strategy": "fsdp"}),
+    "1 GPU, bf16": (1, {"precision": "bf16"}),
+    "1 GPU, fp16 with a scaler": (1, {"precision": "fp16"}),
+    "1 GPU, stopped at 10": (1, {"stop_at": 10, "checkpoint": "{folder}/gpu"}),
+    "1 GPU, resumed at 10": (1, {"resume": "{folder}/gpu"}),
+}
 
 
 def launch(run: DistributedRun, processes: int = 2, script: Path = SCRIPT) -> typing.Any:
@@ -118,9 +132,10 @@ def run_all(runs: dict, steps: int = 20, **common) -> dict:
                 key: value.format(folder=folder) if isinstance(value, str) else value for key, value in settings.items()
             }
             run = DistributedRun(**{"steps": steps, "device": "cpu", **common, **filled})
-            found[name] = strip(launch(run, processes))
+            record = launch(run, processes)
+            found[name] = strip(record)
             loss, total = found[name]["loss"], found[name]["parameter_sum"]
-            print(f"{name}: loss {loss:.6f}, parameter sum {total:.6f}", flush=True)
+            print(f"{name}: loss {loss:.6f}, parameter sum {total:.6f}, {record['seconds']:.1f} s", flush=True)
     return found
 
 
@@ -191,6 +206,49 @@ def against_record(runs: dict, saved: dict) -> list[str]:
     return wrong
 
 
+def cuda_problems(runs: dict) -> list[str]:
+    """What breaks the GPU's equivalences: FSDP and the resumed run within ``TOLERANCE``
+    of DDP (a GPU's kernels need not repeat their bits; whether they did is recorded)."""
+    found = differences(runs, CUDA_REFERENCE)
+    return [
+        f"{name}: {key} off by {found[name][key]:.3g} > {tolerance}"
+        for name in ("1 GPU, FSDP", "1 GPU, resumed at 10")
+        for key, tolerance in TOLERANCE.items()
+        if found[name][key] > tolerance
+    ]
+
+
+def cuda_record(runs: dict, machine: dict) -> dict:
+    """The GPU's record: the machine, the runs of ``CUDA_RUNS``, each one's differences
+    from DDP, and whether the resumed run repeated the uninterrupted one's bits."""
+    return {
+        "machine": machine,
+        "tolerance": TOLERANCE,
+        "reference": CUDA_REFERENCE,
+        "runs": runs,
+        "differences": differences(runs, CUDA_REFERENCE),
+        "resumed_bit_for_bit": same_bits(runs["1 GPU, resumed at 10"], runs[CUDA_REFERENCE]),
+    }
+
+
+def record_or_check_cuda(check: bool) -> int:
+    """``--record --cuda`` and ``--check --cuda``: the runs of ``CUDA_RUNS`` on this
+    machine's GPU, written to (or compared with) ``RECORD_CUDA``."""
+    if not torch.cuda.is_available():
+        raise SystemExit("--cuda needs a CUDA GPU; torch.cuda.is_available() is False here")
+    machine = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
+    record = cuda_record(run_all(CUDA_RUNS, device="cuda"), machine)
+    wrong = cuda_problems(record["runs"])
+    if check:
+        wrong += against_record(record["runs"], json.loads(RECORD_CUDA.read_text(encoding="utf-8")))
+    else:
+        RECORD_CUDA.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {RECORD_CUDA.relative_to(REPO_ROOT)}")
+    for line in wrong:
+        print(line, file=sys.stderr)
+    return 1 if wrong else 0
+
+
 def record_or_check(check: bool) -> int:
     runs = run_all(RUNS)
     long = run_all(LONG_RUNS, steps=LONG["steps"])
@@ -243,7 +301,9 @@ def main(argv=None) -> int:
         group = parser.add_mutually_exclusive_group(required=True)
         group.add_argument("--record", action="store_true")
         group.add_argument("--check", action="store_true")
-        return record_or_check(parser.parse_args(argv).check)
+        parser.add_argument("--cuda", action="store_true", help="the GPU's runs and record")
+        args = parser.parse_args(argv)
+        return record_or_check_cuda(args.check) if args.cuda else record_or_check(args.check)
     torch.set_num_threads(1)
     record = train_distributed(parse_run(argv))
     if record["rank"] == 0:

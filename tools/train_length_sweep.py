@@ -104,12 +104,13 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
     held_out = poem_split("held-out", by=sweeps.SPLIT)
     short = [poem for poem in held_out if verses(poem) == 4]
     long = [poem for poem in held_out if verses(poem) == 8]
+    device = training.get("device", "cpu")  # train_lm reads it from the budget
     torch.manual_seed(seed)
-    model = build(arm, len(vocab))
+    model = build(arm, len(vocab)).to(device)
     losses, held_out_curve = sweeps.train_scored(
-        model, vocab, train, seed, lambda model: perplexity(model, vocab, short), training
+        model, vocab, train, seed, lambda model: perplexity(model, vocab, short, device=device), training
     )
-    eight = vocab.batch(long)
+    eight = vocab.batch(long, device)
     record = {
         "loss_by_position": loss_by_position(model, eight, vocab.pad_id, PREDICTIONS),
         "four_verse_perplexity": held_out_curve[-1][1],
@@ -148,11 +149,11 @@ def settings(training: dict, seeds) -> dict:
     }
 
 
-def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2) -> dict:
+def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2, keep: Path | None = None) -> dict:
     from transformer_book import PoemVocabulary, poem_split
 
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
-    found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers)
+    found = sweeps.run(train_one, arms, seeds, training, "four_verse_perplexity", workers, keep)
 
     def arm_record(arm):
         torch.manual_seed(0)

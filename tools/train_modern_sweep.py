@@ -4,6 +4,9 @@
     python tools/train_modern_sweep.py --arms gpt2 modern   # the two blocks at the poet's budget
     python tools/train_modern_sweep.py                 # every arm at the shipped poet's budget
     python tools/train_modern_sweep.py --check --steps 200 --arms gpt2 modern  # retrain one arm (--arm)
+    python tools/train_modern_sweep.py --steps 800 --arms gpt2 modern --workers 1 --keep runs/modern
+        # the poet's budget, one run at a time, each kept in runs/modern as it ends (stop and go on)
+    python tools/train_modern_sweep.py --device cuda   # every arm on a GPU (one at a time)
 
 On chapter 15's Tang poems (``poem_split`` and ``PoemVocabulary`` as the package defines them), with
 the poet's recipe (``train_lm``: AdamW at 3e-3, warm-up then linear decay) and the same batches for
@@ -82,10 +85,11 @@ def train_one(arm: str, seed: int, sweep: dict) -> dict:
     train = poem_split("train", by=sweeps.SPLIT)
     vocab = PoemVocabulary.from_poems(train)
     held_out = poem_split("held-out", by=sweeps.SPLIT)
+    device = sweep.get("device", "cpu")  # train_lm reads it from the budget
     torch.manual_seed(seed)
-    model = build(arm, len(vocab))
+    model = build(arm, len(vocab)).to(device)
     losses, held_out_curve = sweeps.train_scored(
-        model, vocab, train, seed, lambda model: perplexity(model, vocab, held_out), sweep
+        model, vocab, train, seed, lambda model: perplexity(model, vocab, held_out, device=device), sweep
     )
     return {
         "held_out_perplexity": held_out_curve[-1][1],
@@ -123,11 +127,11 @@ def arm_record(arm: str, vocab_size: int) -> dict:
     }
 
 
-def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2) -> dict:
+def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2, keep: Path | None = None) -> dict:
     from transformer_book import PoemVocabulary, poem_split
 
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
-    found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers)
+    found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers, keep)
     return sweeps.write(
         out / RECORD_FILE,
         settings(sweep, seeds),

@@ -52,6 +52,7 @@ import torch
 from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
 from transformer_book import (
     MERGES_FILE,
+    PAPER_BEAM,
     TRANSLATOR_WEIGHTS,
     corpus_scores,
     learn_bpe,
@@ -70,7 +71,7 @@ RUNS_FILE = "tatoeba_en_zh_runs.json"
 SEEDS_FILE = "tatoeba_en_zh_seeds.json"
 SMOOTHING_RUNS = {"smoothing 0.1": 0.1, "no smoothing": 0.0}
 SHIPPED_RUN = "smoothing 0.1"
-BEAM = dict(beam_size=4, alpha=0.6)  # the paper's
+BEAM = PAPER_BEAM  # the paper's: beams of 4, length penalty 0.6
 
 
 def train_run(name: str, smoothing: float, merges: list, device: str, seed: int | None = None) -> dict:

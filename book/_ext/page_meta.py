@@ -20,7 +20,7 @@ import html
 import re
 from pathlib import Path
 
-import yaml
+from book_repository import repository
 from docutils import nodes
 from sphinx.search.en import SearchEnglish
 
@@ -31,16 +31,6 @@ DESCRIPTION = (
 MAX_DESCRIPTION = 200
 LONGEST_TERM = 4  # characters
 CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-
-
-def pages_url(srcdir: str | Path) -> str:
-    """https://OWNER.github.io/REPO/ for _config.yml's repository.url https://github.com/OWNER/REPO."""
-    config = yaml.safe_load((Path(srcdir) / "_config.yml").read_text(encoding="utf-8"))["repository"]
-    match = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", config["url"])
-    if not match:
-        raise ValueError(f"repository.url in _config.yml is not a GitHub repository: {config['url']!r}")
-    owner, name = match.groups()
-    return f"https://{owner.lower()}.github.io/{name}/"
 
 
 def chinese_terms(text: str) -> list[str]:
@@ -117,7 +107,7 @@ def _add_meta(app, pagename, templatename, context, doctree) -> None:
     site = context.get("docstitle") or app.config.html_title
     title = re.sub(r"<[^>]+>", "", html.unescape(context.get("title") or site))
     description = DESCRIPTION if home else shorten(first_paragraph(doctree)) or DESCRIPTION
-    url = pages_url(app.srcdir) + ("" if home else f"{pagename}.html")
+    url = repository(app.srcdir).pages_url + ("" if home else f"{pagename}.html")
     context["metatags"] += meta_tags(title, description, url, site, home)
 
 
@@ -137,7 +127,7 @@ def _fix_home_title(app, exception) -> None:
 
 def _canonical_address(app, config) -> None:
     if not config.html_baseurl:
-        config.html_baseurl = pages_url(app.srcdir)
+        config.html_baseurl = repository(app.srcdir).pages_url
 
 
 def setup(app):

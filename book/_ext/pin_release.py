@@ -18,16 +18,10 @@ import os
 import re
 from pathlib import Path
 
-import yaml
+from book_repository import repository
 
 VARIABLE = "BOOK_PIN_REF"
 REF = re.compile(r"[0-9A-Za-z][0-9A-Za-z._/-]*")
-
-
-def repository(srcdir: str | Path) -> tuple[str, str]:
-    """(URL without trailing slash, branch) from _config.yml, as tools/sync_repo_url.py reads them."""
-    config = yaml.safe_load((Path(srcdir) / "_config.yml").read_text(encoding="utf-8"))["repository"]
-    return config["url"].rstrip("/").removesuffix(".git"), config.get("branch", "main")
 
 
 def moving_spec(url: str, branch: str) -> re.Pattern:
@@ -50,7 +44,7 @@ def _pin_source(app, docname, source) -> None:
     ref = os.environ.get(VARIABLE)
     if not ref or not is_chapter(docname):
         return
-    url, branch = repository(app.srcdir)
+    url, branch, _ = repository(app.srcdir)
     source[0], count = pin(source[0], url, branch, ref)
     if count == 0:
         raise RuntimeError(f"{docname}: no 'git+{url}@{branch}' in its setup cell to pin to {ref}")
@@ -75,7 +69,7 @@ def _pin_downloads(app, exception) -> None:
     ref = os.environ.get(VARIABLE)
     if exception is not None or not ref or app.builder.format != "html":
         return
-    url, branch = repository(app.srcdir)
+    url, branch, _ = repository(app.srcdir)
     pin_downloads(app.outdir, url, branch, ref)
 
 

@@ -11,11 +11,11 @@ it lives. The package holds model code: it imports torch and nothing from plotti
 
 The modules, in the order the book first writes them, and the chapters that write each:
 
-- ``positional`` (chapter 1): Token embeddings and sinusoidal positional encodings
+- ``positional`` (chapters 1, 16): Token embeddings and position information
 - ``validation`` (chapters 1, 2, 15, 16): Argument checks shared by every module of the package
 - ``attention`` (chapter 2): Scaled dot-product attention
 - ``multihead`` (chapter 3): Multi-head attention, written in chapter 3, "Multi-head attention"
-- ``parity`` (chapters 3, 5, 7, 9, 15, 16): Parity
+- ``parity`` (chapters 3, 5, 7, 9): Parity with PyTorch's own modules
 - ``normalization`` (chapter 4): Layer normalization and the residual sublayer connection
 - ``feed_forward`` (chapters 5, 15): The position-wise feed-forward network
 - ``encoder`` (chapter 5): The encoder layer and the encoder stack
@@ -35,8 +35,10 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``translation`` (chapter 14): English -> Chinese with the book's Transformer
 - ``poems`` (chapter 15): Tang poems
 - ``gpt`` (chapter 15): A decoder-only Transformer, GPT-style, built from the book's parts
+- ``hf_parity`` (chapters 15, 16): Parity with Hugging Face's models
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
+- ``sweeps`` (chapter 16): Chapter 16's sweeps
 - ``distributed`` (chapter 17): Training past one machine
 - ``data_parallel`` (chapter 17): Data parallelism's machinery
 - ``checkpoint`` (chapter 17): Sharded checkpoints
@@ -66,6 +68,7 @@ from transformer_book import (
     feed_forward,
     generator,
     gpt,
+    hf_parity,
     masking,
     model,
     modern,
@@ -79,6 +82,7 @@ from transformer_book import (
     rhyme,
     shipped,
     subwords,
+    sweeps,
     tasks,
     tatoeba,
     training,
@@ -99,6 +103,7 @@ from transformer_book.evaluation import *
 from transformer_book.feed_forward import *
 from transformer_book.generator import *
 from transformer_book.gpt import *
+from transformer_book.hf_parity import *
 from transformer_book.masking import *
 from transformer_book.model import *
 from transformer_book.modern import *
@@ -112,6 +117,7 @@ from transformer_book.positional import *
 from transformer_book.rhyme import *
 from transformer_book.shipped import *
 from transformer_book.subwords import *
+from transformer_book.sweeps import *
 from transformer_book.tasks import *
 from transformer_book.tatoeba import *
 from transformer_book.training import *
@@ -144,8 +150,10 @@ __all__ = (
     + translation.__all__
     + poems.__all__
     + gpt.__all__
+    + hf_parity.__all__
     + poet.__all__
     + modern.__all__
+    + sweeps.__all__
     + distributed.__all__
     + data_parallel.__all__
     + checkpoint.__all__

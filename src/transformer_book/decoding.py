@@ -150,6 +150,10 @@ def greedy_decode(
 
 
 # %% book/10_decoding.ipynb, cell 38
+# The paper's beam search (Vaswani et al., 2017): beams of 4, length penalty 0.6
+PAPER_BEAM = {"beam_size": 4, "length_penalty": 0.6}
+
+
 def length_penalized(
     scores: torch.Tensor, lengths: torch.Tensor, alpha: float
 ) -> torch.Tensor:
@@ -372,6 +376,7 @@ def decoder_only_beam_search(
 
 # %% the names this module exports (generated)
 __all__ = [
+    "PAPER_BEAM",
     "NextScores",
     "beam_loop",
     "beam_search",

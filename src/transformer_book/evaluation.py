@@ -120,7 +120,7 @@ def mean_token_loss(
 
 # %% book/15_writing_poems.ipynb, cell 30
 @torch.no_grad()
-def poem_losses(model, vocab, poems, batch_size=25, device=None):
+def poem_losses(model, vocab, poems, batch_size=25, device="cpu"):
     """Score every poem, teacher-forced: (sums, counts), two tensors of shape (poems,).
 
     ``sums[i]``: the cross-entropy of every predicted token of poem i (each character
@@ -149,7 +149,7 @@ def poem_losses(model, vocab, poems, batch_size=25, device=None):
 
 
 @torch.no_grad()
-def perplexity(model, vocab, poems, batch_size=100, device=None) -> float:
+def perplexity(model, vocab, poems, batch_size=100, device="cpu") -> float:
     """Compute the teacher-forced perplexity of the model on the poems.
 
     exp of the mean cross-entropy per predicted token (every character and the

@@ -36,7 +36,7 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 # %% book/06_masking.ipynb, cell 20
 def subsequent_mask(
-    size: int, device: torch.device | str | None = None, offset: int = 0
+    size: int, device: torch.device | str = "cpu", offset: int = 0
 ) -> torch.Tensor:
     """Build the (1, size, size) mask that hides every later position.
 

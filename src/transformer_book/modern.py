@@ -5,8 +5,8 @@
 # %% book/16_modern_decoder.ipynb, cell 15
 """Today's decoder-only block (chapter 16): RMSNorm, rotary position embeddings,
 the SwiGLU feed-forward network and grouped-query attention, assembled as Llama
-does (pre-norm, no biases, an untied output layer), with ``llama_from_hf`` that
-copies a Hugging Face ``LlamaForCausalLM`` into it."""
+does (pre-norm, no biases, an untied output layer). The rotary tables and ALiBi
+are in positional, the Llama importer in hf_parity."""
 
 from __future__ import annotations
 
@@ -21,8 +21,14 @@ from transformer_book.feed_forward import ActivationFeedForward
 from transformer_book.masking import subsequent_mask
 from transformer_book.multihead import MultiHeadAttention
 from transformer_book.normalization import LayerNorm
-from transformer_book.positional import sinusoidal_table
-from transformer_book.shipped import load_record
+from transformer_book.positional import (
+    LAYOUTS,
+    alibi_mask,
+    apply_rotary,
+    check_rope_scaling,
+    rotary_table,
+    sinusoidal_table,
+)
 from transformer_book.validation import (
     check_positive_int,
     check_positive_number,
@@ -57,148 +63,6 @@ class RMSNorm(nn.Module):
         mean_square = x32.pow(2).mean(-1, keepdim=True)  # (..., 1)
         normed = x32 * torch.rsqrt(mean_square + self.eps)  # eps inside the root
         return self.gamma * normed.to(x.dtype)  # (..., d_model)
-
-
-# %% book/16_modern_decoder.ipynb, cell 26
-LAYOUTS = ("half", "interleaved")
-# How a model trained at one length reads longer inputs: "linear" is position
-# interpolation (Chen et al., 2023), "ntk" the NTK-aware larger base (bloc97, 2023),
-# "llama3" Llama 3.1's rule (Hugging Face's names, but "ntk": their "dynamic" one
-# varies with the length read).
-ROPE_TYPES = ("default", "linear", "ntk", "llama3")
-LLAMA3_KEYS = (
-    "low_freq_factor",
-    "high_freq_factor",
-    "original_max_position_embeddings",
-)
-
-
-def check_rope_scaling(scaling) -> None:
-    """Refuse a rope scaling that is not None or a dict Hugging Face would write."""
-    if scaling is None:
-        return
-    if not isinstance(scaling, dict) or scaling.get("rope_type") not in ROPE_TYPES:
-        raise ValueError(
-            f"rope_scaling must be None or a dict with rope_type in {ROPE_TYPES}; "
-            f"got {scaling!r}"
-        )
-    if scaling["rope_type"] == "default":
-        return
-    check_positive_number("rope_scaling factor", scaling.get("factor"))
-    if scaling["rope_type"] == "llama3":
-        missing = [key for key in LLAMA3_KEYS if key not in scaling]
-        if missing:
-            raise ValueError(f"rope_type 'llama3' needs {missing}; got {scaling!r}")
-        for key in LLAMA3_KEYS:
-            check_positive_number(key, scaling[key])
-        if scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
-            raise ValueError(
-                "llama3 needs high_freq_factor > low_freq_factor; got "
-                f"{scaling['high_freq_factor']} and {scaling['low_freq_factor']}"
-            )
-
-
-def rope_frequencies(
-    d_k: int, theta: float = 10000.0, scaling: dict | None = None, device=None
-) -> torch.Tensor:
-    """The d_k/2 rotary frequencies theta^(-2i/d_k), float32, as ``scaling`` sets them.
-
-    ``scaling`` (None: the default) is a dict like Hugging Face's ``rope_scaling``:
-    {"rope_type": "linear", "factor": s} divides every frequency by s (position m
-    reads as m/s); "ntk" raises the base to theta * s^(d_k/(d_k-2)) (slow pairs
-    slowed about s times, fast pairs barely); "llama3" divides the pairs whose
-    wavelength exceeds original_max_position_embeddings / low_freq_factor by s,
-    keeps those below .../high_freq_factor, and blends between."""
-    check_positive_int("d_k", d_k)
-    if d_k % 2:
-        raise ValueError(f"d_k must be even (features are rotated in pairs); got {d_k}")
-    check_positive_number("theta", theta)
-    check_rope_scaling(scaling)
-    kind = (scaling or {}).get("rope_type", "default")
-    pairs = torch.arange(0, d_k, 2, dtype=torch.float32, device=device)
-    if kind == "ntk":
-        theta = theta * scaling["factor"] ** (d_k / (d_k - 2)) if d_k > 2 else theta
-    frequencies = 1.0 / (theta ** (pairs / d_k))  # (d_k / 2,)
-    if kind == "linear":
-        return frequencies / scaling["factor"]
-    if kind != "llama3":
-        return frequencies
-    factor, low, high = (scaling[k] for k in ("factor", *LLAMA3_KEYS[:2]))
-    old_length = scaling["original_max_position_embeddings"]
-    wavelength = 2 * math.pi / frequencies  # in positions, per pair
-    slowed = torch.where(
-        wavelength > old_length / low, frequencies / factor, frequencies
-    )
-    smooth = (old_length / wavelength - low) / (high - low)  # 0 .. 1 between
-    blended = (1 - smooth) * slowed / factor + smooth * slowed
-    between = ~(wavelength < old_length / high) * ~(wavelength > old_length / low)
-    return torch.where(between, blended, slowed)
-
-
-def rotary_table(
-    positions: torch.Tensor,
-    d_k: int,
-    theta: float = 10000.0,
-    dtype=None,
-    scaling: dict | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Compute the cos and sin tables of rotary position embeddings.
-
-    cos and sin of the angles m * theta^(-2i/d_k), (seq, d_k) each, for the
-    positions m (seq,), in the half-split layout: the d_k/2 angles, twice.
-
-    The angles are computed in float32, as Llama's reference code does (a model
-    reads the angles it was trained with), then cast to ``dtype``. ``scaling``
-    (``rope_frequencies``) stretches them for inputs longer than the training.
-    """
-    check_tensor("positions", positions)
-    if positions.is_floating_point() or positions.dim() != 1:
-        raise ValueError(
-            "positions must be a 1-axis integer tensor (seq,); got dtype "
-            f"{positions.dtype} and shape {tuple(positions.shape)}"
-        )
-    frequencies = rope_frequencies(d_k, theta, scaling, positions.device)
-    angles = positions.float()[:, None] * frequencies  # (seq, d_k / 2)
-    angles = torch.cat([angles, angles], dim=-1)  # (seq, d_k)
-    dtype = dtype or torch.get_default_dtype()
-    return angles.cos().to(dtype), angles.sin().to(dtype)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """Rotate the two halves of the last axis: (x1, x2) -> (-x2, x1).
-
-    (x1, x2) -> (-x2, x1), halves of the last axis: feature i is paired with
-    feature i + d_k/2 (Hugging Face Llama's layout)."""
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat([-second, first], dim=-1)
-
-
-def apply_rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str = "half"
-) -> torch.Tensor:
-    """Rotate each pair of features of x (..., seq, d_k) by its angle.
-
-    ``layout="half"`` pairs feature i with i + d_k/2 (Hugging Face's Llama);
-    ``"interleaved"`` pairs 2i with 2i + 1 (the RoPE paper, Meta's Llama code).
-    ``cos`` and ``sin`` come from ``rotary_table`` (seq, d_k), in either case.
-    """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
-    check_tensor("x", x, floating=True)
-    if cos.shape != sin.shape or cos.shape != x.shape[-2:]:
-        raise ValueError(
-            f"cos and sin must have shape (seq, d_k) = {tuple(x.shape[-2:])} like the "
-            f"last two axes of x; got {tuple(cos.shape)} and {tuple(sin.shape)}"
-        )
-    if layout == "half":
-        return x * cos + rotate_half(x) * sin
-    half = x.size(-1) // 2
-    # pair i's angle sits at i (and i + d_k/2) in the table: spread it to 2i, 2i+1
-    cos = cos[..., :half].repeat_interleave(2, dim=-1)
-    sin = sin[..., :half].repeat_interleave(2, dim=-1)
-    even, odd = x[..., 0::2], x[..., 1::2]
-    turned = torch.stack([-odd, even], dim=-1).flatten(-2)  # (-x1, x0, -x3, x2, ...)
-    return x * cos + turned * sin
 
 
 # %% book/16_modern_decoder.ipynb, cell 30
@@ -463,129 +327,16 @@ class ModernDecoder(nn.Module):
         return self.final_norm(x) @ self.output_weight().T  # (batch, seq, vocab)
 
 
-# %% book/16_modern_decoder.ipynb, cell 54
-SWEEPS = ("modern_sweep", "length_sweep")  # weights/NAME.json, by tools/train_NAME.py
-
-
-def sweep_record(name: str) -> dict:
-    """Load what tools/train_modern_sweep.py or tools/train_length_sweep.py recorded.
-
-    Their settings, each arm's configuration and parameter count, every run's
-    figures by arm and seed, and the seconds each run took."""
-    if name not in SWEEPS:
-        raise ValueError(f"name must be one of {SWEEPS}; got name={name!r}")
-    return load_record(f"{name}.json")
-
-
-def count_table_losses(
-    vocab, train, scored, period: int | None = None, smoothing: float = 1.0, upto=None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Score poems with no model: each token predicted from counts by its position.
-
-    Count the tokens at each position t of the ``train`` poems (position t predicts
-    token t + 1, as a model's does), add ``smoothing`` to every count of the
-    vocabulary, and score the ``scored`` poems with those frequencies. ``period``
-    keys the counts by t % period (6: the position within a verse of five characters
-    and a mark); ``upto`` counts the positions below it only. A position the counts
-    never saw gets the uniform guess. Returns (losses, mask), (poems, seq - 1) each:
-    the cross-entropy of every prediction in nats, and where a token is (padding:
-    False, its loss 0)."""
-    for name, poems in (("train", train), ("scored", scored)):
-        if not poems:
-            raise ValueError(f"{name} is empty: no poems to count or score")
-    if period is not None:
-        check_positive_int("period", period)
-    if upto is not None:
-        check_positive_int("upto", upto)
-    check_positive_number("smoothing", smoothing)
-
-    def keyed(poems):
-        targets = vocab.batch(poems)[:, 1:]  # (poems, seq - 1): token t + 1
-        where = torch.arange(targets.size(1)).expand_as(targets)
-        return targets, where if period is None else where % period, where
-
-    targets, keys, where = keyed(train)
-    kept = targets != vocab.pad_id
-    if upto is not None:
-        kept &= where < upto
-    rows = period or targets.size(1)
-    counts = torch.zeros(rows, len(vocab), dtype=torch.float64)
-    counts.index_put_(
-        (keys[kept], targets[kept]),
-        torch.ones(int(kept.sum()), dtype=torch.float64),
-        accumulate=True,
-    )
-    totals = counts.sum(1, keepdim=True) + smoothing * len(vocab)
-    log_p = (counts + smoothing).log() - totals.log()  # (rows, vocab)
-    targets, keys, _ = keyed(scored)
-    losses = torch.full(targets.shape, math.log(len(vocab)), dtype=torch.float64)
-    known = keys < rows
-    losses[known] = -log_p[keys[known], targets[known]]
-    mask = targets != vocab.pad_id
-    return losses.masked_fill(~mask, 0.0), mask
-
-
-# %% book/16_modern_decoder.ipynb, cell 65
-def alibi_slopes(heads: int) -> torch.Tensor:
-    """Compute ALiBi's slope of each head, (heads,) float32.
-
-    For 2^k heads, 2^(-8/heads), 2^(-16/heads), ... 2^(-8): a geometric series, one
-    slope a head. Otherwise Press et al.'s rule: the slopes of the largest power of
-    two below ``heads``, then every other slope of twice that many."""
-    check_positive_int("heads", heads)
-    power = 2 ** math.floor(math.log2(heads))
-
-    def series(n: int) -> list[float]:
-        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
-
-    slopes = series(power) + series(2 * power)[0::2][: heads - power]
-    return torch.tensor(slopes, dtype=torch.float32)
-
-
-def alibi_mask(
-    heads: int, queries: int, offset: int = 0, device=None, dtype=None
-) -> torch.Tensor:
-    """Build ALiBi's causal additive mask, (1, heads, queries, offset + queries).
-
-    Query i (at position offset + i) and key j get -slope_h * (offset + i - j)
-    added to their score: a penalty growing with the distance, steeper for some
-    heads than others; keys after the query get -inf (the causal mask)."""
-    check_positive_int("queries", queries)
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an int >= 0; got offset={offset!r}")
-    slopes = alibi_slopes(heads).to(device)  # (heads,)
-    where = torch.arange(offset, offset + queries, device=device)  # (queries,)
-    keys = torch.arange(offset + queries, device=device)  # (keys,)
-    distance = (where[:, None] - keys[None, :]).float()  # (queries, keys)
-    bias = -slopes[:, None, None] * distance  # (heads, queries, keys)
-    # chapter 6's causal mask, with the offset: -inf wherever it says False
-    bias = bias.masked_fill(~subsequent_mask(queries, device, offset), float("-inf"))
-    return bias.unsqueeze(0).to(dtype or torch.get_default_dtype())
-
-
 # %% the names this module exports (generated)
 __all__ = [
     "FEED_FORWARDS",
-    "LAYOUTS",
-    "LLAMA3_KEYS",
     "NORMS",
     "POSITIONS",
-    "ROPE_TYPES",
-    "SWEEPS",
     "GroupedQueryAttention",
     "ModernConfig",
     "ModernDecoder",
     "ModernLayer",
     "RMSNorm",
     "SwiGLU",
-    "alibi_mask",
-    "alibi_slopes",
-    "apply_rotary",
-    "check_rope_scaling",
-    "count_table_losses",
-    "rope_frequencies",
-    "rotary_table",
-    "rotate_half",
-    "sweep_record",
     "swiglu_hidden",
 ]

@@ -3,11 +3,11 @@
 # and run `python tools/export_package.py`.
 
 # %% book/03_multi_head_attention.ipynb, cell 24
-"""Parity: our layers and models made to compute what a library's own compute.
+"""Parity with PyTorch's own modules: our layers, made to compute what theirs do.
 
-Each chapter that checks its model against a library's appends its copier here:
-nn.MultiheadAttention (chapter 3), the encoder and decoder layers (chapters 5 and 7),
-nn.Transformer (chapter 9), Hugging Face's GPT-2 (chapter 15) and Llama (chapter 16).
+Each chapter that checks its layers against PyTorch's appends its copier here:
+nn.MultiheadAttention (chapter 3), the encoder and decoder layers (chapters 5 and 7)
+and nn.Transformer (chapter 9). Hugging Face's models are in hf_parity.
 """
 
 from __future__ import annotations
@@ -128,10 +128,7 @@ def copy_torch_feed_forward_and_norms(ours: nn.Module, theirs: nn.Module) -> Non
 def load_torch_encoder_layer(
     ours: EncoderLayer, theirs: nn.TransformerEncoderLayer
 ) -> EncoderLayer:
-    """Copy an nn.TransformerEncoderLayer's weights into our encoder layer.
-
-    Copy an nn.TransformerEncoderLayer's weights into ours, so that the two compute
-    the same function.
+    """Copy an nn.TransformerEncoderLayer's weights into ours: the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
     norm placement, activation (ours is ReLU) or layer-norm eps.
@@ -150,10 +147,7 @@ from transformer_book.decoder import DecoderLayer
 def load_torch_decoder_layer(
     ours: DecoderLayer, theirs: nn.TransformerDecoderLayer
 ) -> DecoderLayer:
-    """Copy an nn.TransformerDecoderLayer's weights into our decoder layer.
-
-    Copy an nn.TransformerDecoderLayer's weights into ours, so that the two compute
-    the same function.
+    """Copy an nn.TransformerDecoderLayer's weights into ours: the same function.
 
     Refuses (ValueError, naming both values) layers that differ in d_model, heads, d_ff,
     norm placement, activation (ours is ReLU) or layer-norm eps, and (TypeError) any
@@ -267,301 +261,12 @@ def check_torch_transformer(ours: Transformer, theirs: nn.Transformer) -> None:
             )
 
 
-# %% book/15_writing_poems.ipynb, cell 23
-from transformer_book.gpt import GPT, GPTConfig
-
-HF_ACTIVATIONS = {
-    "gelu_new": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu": "gelu",
-    "relu": "relu",
-}
-
-
-def hf_config(theirs, class_name: str, body: str, needed):
-    """Return the configuration of ``theirs``, a transformers ``class_name``.
-
-    Anything else is refused, and so is a configuration we do not implement:
-    ``needed(config)`` gives {setting: (its value, the value we support)}.
-    """
-    if type(theirs).__name__ != class_name or not hasattr(theirs, body):
-        raise TypeError(
-            f"expected a transformers {class_name}; got "
-            f"{type(theirs).__module__}.{type(theirs).__name__}"
-        )
-    config = theirs.config
-    for name, (value, need) in needed(config).items():
-        if value != need:
-            raise ValueError(
-                f"{type(config).__name__}.{name}={value!r} is not supported "
-                f"(need {need!r})"
-            )
-    return config
-
-
-def _config_from_hf(theirs) -> GPTConfig:
-    c = hf_config(
-        theirs,
-        "GPT2LMHeadModel",
-        "transformer",
-        lambda c: {
-            "scale_attn_weights": (c.scale_attn_weights, True),
-            "scale_attn_by_inverse_layer_idx": (
-                c.scale_attn_by_inverse_layer_idx,
-                False,
-            ),
-            "add_cross_attention": (getattr(c, "add_cross_attention", False), False),
-        },
-    )
-    if c.activation_function not in HF_ACTIVATIONS:
-        raise ValueError(
-            f"GPT2Config.activation_function={c.activation_function!r} is not one of "
-            f"{sorted(HF_ACTIVATIONS)}"
-        )
-    return GPTConfig(
-        vocab_size=c.vocab_size,
-        max_len=c.n_positions,
-        d_model=c.n_embd,
-        heads=c.n_head,
-        layers=c.n_layer,
-        d_ff=c.n_inner or 4 * c.n_embd,
-        dropout=0.0,
-        norm_first=True,
-        activation=HF_ACTIVATIONS[c.activation_function],
-        learned_positions=True,
-        tie_embeddings=bool(c.tie_word_embeddings),
-        eps=c.layer_norm_epsilon,
-    )
-
-
-def hf_parameter_pairs(
-    ours: GPT, theirs
-) -> list[tuple[str, torch.Tensor, object, object]]:
-    """Pair each of our GPT's parameters with its Hugging Face GPT-2 counterpart.
-
-    (our name, our parameter, their parameter, convert) for every weight, where
-    ``convert`` turns their tensor (the weight or its gradient) into our layout.
-
-    GPT-2 stores its linear maps as Conv1D, x @ W + b with W (in, out): ours are
-    nn.Linear, x @ W.T + b, so the weight is transposed; its query, key and value
-    projections are one matrix, cut in three.
-    """
-    d = ours.config.d_model
-    h = theirs.transformer
-
-    def same(t):
-        return t
-
-    def transposed(t):
-        return t.T
-
-    def part(i):
-        return lambda t: (
-            t[:, i * d : (i + 1) * d].T if t.dim() == 2 else t[i * d : (i + 1) * d]
-        )
-
-    pairs = [
-        ("tokens.lookup.weight", ours.tokens.lookup.weight, h.wte.weight, same),
-        ("positions.weight", ours.positions.weight, h.wpe.weight, same),
-    ]
-    for index, (mine, block) in enumerate(zip(ours.layers, h.h)):
-        p = f"layers.{index}."
-        attention, ffn = mine.self_attn, mine.feed_forward
-        for i, proj in enumerate(("query_proj", "key_proj", "value_proj")):
-            for kind, theirs_t in (
-                ("weight", block.attn.c_attn.weight),
-                ("bias", block.attn.c_attn.bias),
-            ):
-                name = f"{p}self_attn.{proj}.{kind}"
-                pairs.append(
-                    (name, getattr(getattr(attention, proj), kind), theirs_t, part(i))
-                )
-        for mine_linear, their_conv, name in (
-            (attention.output_proj, block.attn.c_proj, "self_attn.output_proj"),
-            (ffn.expand, block.mlp.c_fc, "feed_forward.expand"),
-            (ffn.contract, block.mlp.c_proj, "feed_forward.contract"),
-        ):
-            pairs.append(
-                (f"{p}{name}.weight", mine_linear.weight, their_conv.weight, transposed)
-            )
-            pairs.append((f"{p}{name}.bias", mine_linear.bias, their_conv.bias, same))
-        for i, norm in enumerate((block.ln_1, block.ln_2)):
-            our_norm, name = mine.sublayers[i].norm, f"{p}sublayers.{i}.norm."
-            pairs.append((name + "gamma", our_norm.gamma, norm.weight, same))
-            pairs.append((name + "beta", our_norm.beta, norm.bias, same))
-    pairs.append(("final_norm.gamma", ours.final_norm.gamma, h.ln_f.weight, same))
-    pairs.append(("final_norm.beta", ours.final_norm.beta, h.ln_f.bias, same))
-    if not ours.config.tie_embeddings:
-        pairs.append(("output.weight", ours.output.weight, theirs.lm_head.weight, same))
-    return pairs
-
-
-@torch.no_grad()
-def gpt_from_hf(theirs) -> GPT:
-    """Build our GPT holding a copy of a Hugging Face GPT-2 model's weights.
-
-    ``GPT2LMHeadModel``'s configuration and weights, in their dtype and on their
-    device."""
-    config = _config_from_hf(theirs)
-    reference = next(theirs.parameters())
-    ours = GPT(config).to(device=reference.device, dtype=reference.dtype)
-    pairs = hf_parameter_pairs(ours, theirs)
-    for name, mine, their, convert in pairs:
-        mine.copy_(convert(their.detach()))
-    copied = {id(mine) for _, mine, _, _ in pairs}
-    missed = [name for name, p in ours.named_parameters() if id(p) not in copied]
-    if missed:
-        raise RuntimeError(f"no GPT-2 weight copied into {missed}")
-    return ours.train(theirs.training)
-
-
-# %% book/16_modern_decoder.ipynb, cell 46
-from transformer_book.modern import LLAMA3_KEYS, ModernConfig, ModernDecoder
-
-LLAMA_ROPE_TYPES = ("default", "linear", "llama3")  # the rope types we copy
-
-
-def _rope(c) -> dict:
-    """The rotary settings of a LlamaConfig (newer transformers: rope_parameters)."""
-    return getattr(c, "rope_parameters", None) or {
-        "rope_type": "default",
-        "rope_theta": getattr(c, "rope_theta", 10000.0),
-    }
-
-
-def _llama_config(theirs) -> ModernConfig:
-    c = hf_config(
-        theirs,
-        "LlamaForCausalLM",
-        "model",
-        lambda c: {
-            "attention_bias": (c.attention_bias, False),
-            "mlp_bias": (c.mlp_bias, False),
-            "hidden_act": (c.hidden_act, "silu"),
-            "rope_type": (
-                _rope(c).get("rope_type", "default"),
-                _rope(c).get("rope_type", "default")
-                if _rope(c).get("rope_type", "default") in LLAMA_ROPE_TYPES
-                else f"one of {LLAMA_ROPE_TYPES}",
-            ),
-            "head_dim": (
-                getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-                c.hidden_size // c.num_attention_heads,
-            ),
-        },
-    )
-    rope = _rope(c)
-    kind = rope.get("rope_type", "default")
-    keys = {"linear": ("factor",), "llama3": ("factor", *LLAMA3_KEYS)}.get(kind, ())
-    scaling = {"rope_type": kind, **{key: rope[key] for key in keys}} if keys else None
-    if kind == "llama3" and rope.get("original_max_position_embeddings") is None:
-        scaling["original_max_position_embeddings"] = c.max_position_embeddings
-    return ModernConfig(
-        vocab_size=c.vocab_size,
-        d_model=c.hidden_size,
-        heads=c.num_attention_heads,
-        kv_heads=c.num_key_value_heads or c.num_attention_heads,
-        layers=c.num_hidden_layers,
-        d_ff=c.intermediate_size,
-        theta=float(rope["rope_theta"]),
-        layout="half",
-        eps=c.rms_norm_eps,
-        tie_embeddings=bool(c.tie_word_embeddings),
-        rope_scaling=scaling,
-    )
-
-
-def llama_parameter_pairs(ours: ModernDecoder, theirs) -> list[tuple]:
-    """Pair each of our ModernDecoder's parameters with its Llama counterpart.
-
-    (our name, our parameter, their parameter) for every weight: the two
-    models keep the same matrices in the same layout, under other names."""
-    h = theirs.model
-    pairs = [("tokens.weight", ours.tokens.weight, h.embed_tokens.weight)]
-    for index, (mine, block) in enumerate(zip(ours.layers, h.layers)):
-        p = f"layers.{index}."
-        a, f = mine.self_attn, mine.feed_forward
-        for name, our, their in (
-            (
-                "attention_norm.gamma",
-                mine.attention_norm.gamma,
-                block.input_layernorm.weight,
-            ),
-            (
-                "self_attn.query_proj.weight",
-                a.query_proj.weight,
-                block.self_attn.q_proj.weight,
-            ),
-            (
-                "self_attn.key_proj.weight",
-                a.key_proj.weight,
-                block.self_attn.k_proj.weight,
-            ),
-            (
-                "self_attn.value_proj.weight",
-                a.value_proj.weight,
-                block.self_attn.v_proj.weight,
-            ),
-            (
-                "self_attn.output_proj.weight",
-                a.output_proj.weight,
-                block.self_attn.o_proj.weight,
-            ),
-            (
-                "ffn_norm.gamma",
-                mine.ffn_norm.gamma,
-                block.post_attention_layernorm.weight,
-            ),
-            ("feed_forward.gate.weight", f.gate.weight, block.mlp.gate_proj.weight),
-            ("feed_forward.up.weight", f.up.weight, block.mlp.up_proj.weight),
-            ("feed_forward.down.weight", f.down.weight, block.mlp.down_proj.weight),
-        ):
-            pairs.append((p + name, our, their))
-    pairs.append(("final_norm.gamma", ours.final_norm.gamma, h.norm.weight))
-    if not ours.config.tie_embeddings:
-        pairs.append(("output.weight", ours.output.weight, theirs.lm_head.weight))
-    return pairs
-
-
-@torch.no_grad()
-def llama_from_hf(theirs) -> ModernDecoder:
-    """Build our ModernDecoder holding a copy of a Hugging Face Llama's weights.
-
-    Our ModernDecoder with the configuration of a Hugging Face
-    ``LlamaForCausalLM``, holding a copy of its weights, in their dtype and on
-    their device."""
-    config = _llama_config(theirs)
-    reference = next(theirs.parameters())
-    ours = ModernDecoder(config).to(device=reference.device, dtype=reference.dtype)
-    pairs = llama_parameter_pairs(ours, theirs)
-    for name, mine, their in pairs:
-        if mine.shape != their.shape:
-            raise ValueError(
-                f"{name}: ours {tuple(mine.shape)}, theirs {tuple(their.shape)}"
-            )
-        mine.copy_(their.detach())
-    # their embedding's padding row gets no gradient: nor does ours
-    ours.tokens.padding_idx = theirs.model.embed_tokens.padding_idx
-    copied = {id(mine) for _, mine, _ in pairs}
-    missed = [name for name, p in ours.named_parameters() if id(p) not in copied]
-    if missed:
-        raise RuntimeError(f"no Llama weight copied into {missed}")
-    return ours.train(theirs.training)
-
-
 # %% the names this module exports (generated)
 __all__ = [
-    "HF_ACTIVATIONS",
-    "LLAMA_ROPE_TYPES",
     "check_kinds",
     "check_torch_layer",
     "check_torch_transformer",
     "copy_torch_feed_forward_and_norms",
-    "gpt_from_hf",
-    "hf_config",
-    "hf_parameter_pairs",
-    "llama_from_hf",
-    "llama_parameter_pairs",
     "load_torch_attention",
     "load_torch_decoder_layer",
     "load_torch_encoder_layer",

@@ -165,7 +165,7 @@ class PoemVocabulary(Vocabulary):
         ids = super().encode(text)
         return [self.boundary_id, *ids, self.boundary_id] if boundaries else ids
 
-    def batch(self, poems, device=None) -> torch.Tensor:
+    def batch(self, poems, device="cpu") -> torch.Tensor:
         """Poems -> (batch, longest + 2) ids, padded with <pad>."""
         rows = [self.encode(poem) for poem in poems]
         width = max(len(row) for row in rows)

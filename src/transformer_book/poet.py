@@ -31,7 +31,7 @@ def train_lm(
     batch_size=32,
     lr=3e-3,
     seed=0,
-    device=None,
+    device="cpu",
     evaluate=None,
     eval_every=10,
 ):
@@ -199,7 +199,7 @@ HISTORY_FILE = "tang_poet_history.json"
 POET_STAGES = {"base": POET_WEIGHTS, "sft": "tang_poet_sft.pt"}
 
 
-def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
+def train_poet(steps=None, batch_size=None, lr=None, seed=None, device="cpu"):
     """Train a poet with the shipped poet's recipe; return (Poet, losses).
 
     The vocabulary of the training poems, a GPT of ``POET_CONFIG`` seeded with
@@ -216,7 +216,7 @@ def train_poet(steps=None, batch_size=None, lr=None, seed=None, device=None):
     return Poet(model.eval(), vocab), losses
 
 
-def pretrained_poet(device=None, stage: str = "base") -> Poet:
+def pretrained_poet(device="cpu", stage: str = "base") -> Poet:
     """Load the poet that the package ships.
 
     The poet that tools/train_poet.py trained and the package ships (weights stored

@@ -3,9 +3,11 @@
 # and run `python tools/export_package.py`.
 
 # %% book/01_positional_encoding.ipynb, cell 14
-"""Token embeddings and sinusoidal positional encodings.
+"""Token embeddings and position information.
 
-Written in chapter 1, "Positional encoding".
+Chapter 1 writes the embeddings and the paper's sinusoidal encodings; chapter 16
+appends rotary position embeddings (with their scalings for longer inputs) and
+ALiBi's distance biases.
 """
 
 from __future__ import annotations
@@ -125,9 +127,204 @@ class Embeddings(nn.Module):
         return self.lookup(tokens) * math.sqrt(self.d_model)  # (batch, seq, d_model)
 
 
+# %% book/16_modern_decoder.ipynb, cell 26
+from transformer_book.validation import check_positive_int, check_positive_number
+
+LAYOUTS = ("half", "interleaved")
+# How a model trained at one length reads longer inputs: "linear" is position
+# interpolation (Chen et al., 2023), "ntk" the NTK-aware larger base (bloc97, 2023),
+# "llama3" Llama 3.1's rule (Hugging Face's names, but "ntk": their "dynamic" one
+# varies with the length read).
+ROPE_TYPES = ("default", "linear", "ntk", "llama3")
+LLAMA3_KEYS = (
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+)
+
+
+def check_rope_scaling(scaling) -> None:
+    """Refuse a rope scaling that is not None or a dict Hugging Face would write."""
+    if scaling is None:
+        return
+    if not isinstance(scaling, dict) or scaling.get("rope_type") not in ROPE_TYPES:
+        raise ValueError(
+            f"rope_scaling must be None or a dict with rope_type in {ROPE_TYPES}; "
+            f"got {scaling!r}"
+        )
+    if scaling["rope_type"] == "default":
+        return
+    check_positive_number("rope_scaling factor", scaling.get("factor"))
+    if scaling["rope_type"] == "llama3":
+        missing = [key for key in LLAMA3_KEYS if key not in scaling]
+        if missing:
+            raise ValueError(f"rope_type 'llama3' needs {missing}; got {scaling!r}")
+        for key in LLAMA3_KEYS:
+            check_positive_number(key, scaling[key])
+        if scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+            raise ValueError(
+                "llama3 needs high_freq_factor > low_freq_factor; got "
+                f"{scaling['high_freq_factor']} and {scaling['low_freq_factor']}"
+            )
+
+
+def rope_frequencies(
+    d_k: int, theta: float = 10000.0, scaling: dict | None = None, device=None
+) -> torch.Tensor:
+    """The d_k/2 rotary frequencies theta^(-2i/d_k), float32, as ``scaling`` sets them.
+
+    ``scaling`` (None: the default) is a dict like Hugging Face's ``rope_scaling``:
+    {"rope_type": "linear", "factor": s} divides every frequency by s (position m
+    reads as m/s); "ntk" raises the base to theta * s^(d_k/(d_k-2)) (slow pairs
+    slowed about s times, fast pairs barely); "llama3" divides the pairs whose
+    wavelength exceeds original_max_position_embeddings / low_freq_factor by s,
+    keeps those below .../high_freq_factor, and blends between."""
+    check_positive_int("d_k", d_k)
+    if d_k % 2:
+        raise ValueError(f"d_k must be even (features are rotated in pairs); got {d_k}")
+    check_positive_number("theta", theta)
+    check_rope_scaling(scaling)
+    kind = (scaling or {}).get("rope_type", "default")
+    pairs = torch.arange(0, d_k, 2, dtype=torch.float32, device=device)
+    if kind == "ntk":
+        theta = theta * scaling["factor"] ** (d_k / (d_k - 2)) if d_k > 2 else theta
+    frequencies = 1.0 / (theta ** (pairs / d_k))  # (d_k / 2,)
+    if kind == "linear":
+        return frequencies / scaling["factor"]
+    if kind != "llama3":
+        return frequencies
+    factor, low, high = (scaling[k] for k in ("factor", *LLAMA3_KEYS[:2]))
+    old_length = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / frequencies  # in positions, per pair
+    slowed = torch.where(
+        wavelength > old_length / low, frequencies / factor, frequencies
+    )
+    smooth = (old_length / wavelength - low) / (high - low)  # 0 .. 1 between
+    blended = (1 - smooth) * slowed / factor + smooth * slowed
+    between = ~(wavelength < old_length / high) * ~(wavelength > old_length / low)
+    return torch.where(between, blended, slowed)
+
+
+def rotary_table(
+    positions: torch.Tensor,
+    d_k: int,
+    theta: float = 10000.0,
+    dtype=None,
+    scaling: dict | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Compute the cos and sin tables of rotary position embeddings.
+
+    cos and sin of the angles m * theta^(-2i/d_k), (seq, d_k) each, for the
+    positions m (seq,), in the half-split layout: the d_k/2 angles, twice.
+
+    The angles are computed in float32, as Llama's reference code does (a model
+    reads the angles it was trained with), then cast to ``dtype``. ``scaling``
+    (``rope_frequencies``) stretches them for inputs longer than the training.
+    """
+    check_tensor("positions", positions)
+    if positions.is_floating_point() or positions.dim() != 1:
+        raise ValueError(
+            "positions must be a 1-axis integer tensor (seq,); got dtype "
+            f"{positions.dtype} and shape {tuple(positions.shape)}"
+        )
+    frequencies = rope_frequencies(d_k, theta, scaling, positions.device)
+    angles = positions.float()[:, None] * frequencies  # (seq, d_k / 2)
+    angles = torch.cat([angles, angles], dim=-1)  # (seq, d_k)
+    dtype = dtype or torch.get_default_dtype()
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Rotate the two halves of the last axis: (x1, x2) -> (-x2, x1).
+
+    (x1, x2) -> (-x2, x1), halves of the last axis: feature i is paired with
+    feature i + d_k/2 (Hugging Face Llama's layout)."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat([-second, first], dim=-1)
+
+
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str = "half"
+) -> torch.Tensor:
+    """Rotate each pair of features of x (..., seq, d_k) by its angle.
+
+    ``layout="half"`` pairs feature i with i + d_k/2 (Hugging Face's Llama);
+    ``"interleaved"`` pairs 2i with 2i + 1 (the RoPE paper, Meta's Llama code).
+    ``cos`` and ``sin`` come from ``rotary_table`` (seq, d_k), in either case.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
+    check_tensor("x", x, floating=True)
+    if cos.shape != sin.shape or cos.shape != x.shape[-2:]:
+        raise ValueError(
+            f"cos and sin must have shape (seq, d_k) = {tuple(x.shape[-2:])} like the "
+            f"last two axes of x; got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
+    if layout == "half":
+        return x * cos + rotate_half(x) * sin
+    half = x.size(-1) // 2
+    # pair i's angle sits at i (and i + d_k/2) in the table: spread it to 2i, 2i+1
+    cos = cos[..., :half].repeat_interleave(2, dim=-1)
+    sin = sin[..., :half].repeat_interleave(2, dim=-1)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    turned = torch.stack([-odd, even], dim=-1).flatten(-2)  # (-x1, x0, -x3, x2, ...)
+    return x * cos + turned * sin
+
+
+# %% book/16_modern_decoder.ipynb, cell 65
+from transformer_book.masking import subsequent_mask
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """Compute ALiBi's slope of each head, (heads,) float32.
+
+    For 2^k heads, 2^(-8/heads), 2^(-16/heads), ... 2^(-8): a geometric series, one
+    slope a head. Otherwise Press et al.'s rule: the slopes of the largest power of
+    two below ``heads``, then every other slope of twice that many."""
+    check_positive_int("heads", heads)
+    power = 2 ** math.floor(math.log2(heads))
+
+    def series(n: int) -> list[float]:
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+
+    slopes = series(power) + series(2 * power)[0::2][: heads - power]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_mask(
+    heads: int, queries: int, offset: int = 0, device=None, dtype=None
+) -> torch.Tensor:
+    """Build ALiBi's causal additive mask, (1, heads, queries, offset + queries).
+
+    Query i (at position offset + i) and key j get -slope_h * (offset + i - j)
+    added to their score: a penalty growing with the distance, steeper for some
+    heads than others; keys after the query get -inf (the causal mask)."""
+    check_positive_int("queries", queries)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0; got offset={offset!r}")
+    slopes = alibi_slopes(heads).to(device)  # (heads,)
+    where = torch.arange(offset, offset + queries, device=device)  # (queries,)
+    keys = torch.arange(offset + queries, device=device)  # (keys,)
+    distance = (where[:, None] - keys[None, :]).float()  # (queries, keys)
+    bias = -slopes[:, None, None] * distance  # (heads, queries, keys)
+    # chapter 6's causal mask, with the offset: -inf wherever it says False
+    bias = bias.masked_fill(~subsequent_mask(queries, device, offset), float("-inf"))
+    return bias.unsqueeze(0).to(dtype or torch.get_default_dtype())
+
+
 # %% the names this module exports (generated)
 __all__ = [
+    "LAYOUTS",
+    "LLAMA3_KEYS",
+    "ROPE_TYPES",
     "Embeddings",
     "PositionalEncoding",
+    "alibi_mask",
+    "alibi_slopes",
+    "apply_rotary",
+    "check_rope_scaling",
+    "rope_frequencies",
+    "rotary_table",
+    "rotate_half",
     "sinusoidal_table",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from transformer_book.batching import length_batches, pad_rows
-from transformer_book.decoding import beam_search, greedy_decode
+from transformer_book.decoding import PAPER_BEAM, beam_search, greedy_decode
 from transformer_book.generator import LabelSmoothingLoss
 from transformer_book.masking import padding_mask
 from transformer_book.model import Transformer, make_model, sequence_loss
@@ -136,14 +136,14 @@ class Translator:
     def translate(
         self,
         sentences: Sequence[str],
-        beam_size: int = 4,
-        alpha: float = 0.6,
+        beam_size: int = PAPER_BEAM["beam_size"],
+        length_penalty: float = PAPER_BEAM["length_penalty"],
         batch_size: int = 100,
     ) -> list[str]:
         """Translate English sentences into Chinese.
 
-        Chinese translations: beam search (``beam_size``, length penalty ``alpha``),
-        or greedy decoding when ``beam_size`` is 1."""
+        Chinese translations: beam search (``beam_size``, ``length_penalty``; by
+        default the paper's, 4 and 0.6), or greedy decoding when ``beam_size`` is 1."""
         if isinstance(sentences, str):
             raise TypeError("translate takes a list of sentences; got one string")
         if beam_size < 1:
@@ -178,7 +178,7 @@ class Translator:
                     max_new,
                     beam_size,
                     vocab.end_id,
-                    alpha,
+                    length_penalty,
                 )
             translations += ["".join(vocab.decode(row)) for row in tokens.cpu()]
         return translations
