@@ -53,6 +53,16 @@ def test_no_module_over_400_lines():
     assert {name: n for name, n in lengths.items() if n > 400} == {}
 
 
+def test_no_function_over_60_lines():
+    long = {
+        f"{path.stem}.{node.name}": node.end_lineno - node.lineno + 1
+        for path in export_package.generated_files()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60
+    }
+    assert long == {}
+
+
 # Chapters 16 and 19 write these with torch's device=None; their cells are to follow the rest.
 DEVICE_NONE_YET = {"rope_frequencies", "alibi_mask", "prompt_batch", "sft_poet"}
 # A distributed run's setting, not a default place: "auto" picks the accelerator (chapter 17).

@@ -1,14 +1,21 @@
-"""tools/train_scaling_sweep.py and tools/speed_ladder.py (scaffolds, not run yet): the sweep's steps reach
-each budget and no more than one step past it, counted with chapter 18's flops_per_token on the batches
-train_lm draws; its IsoFLOP fit recovers a known law from synthetic runs; too few budgets are refused by
-name; the ladder lists its rungs."""
+"""tools/train_scaling_sweep.py and tools/speed_ladder.py: the sweep's steps reach each budget and no
+more than one step past it, counted with chapter 18's flops_per_token on the batches train_lm draws; its
+IsoFLOP fit recovers a known law from synthetic runs; too few budgets are refused by name; on a toy
+budget the whole sweep (arms, fit, held-out run) writes its record and ``--check`` passes on it and
+fails when the checked arm's loss changed; the ladders list their rungs, the GPU's adds them up, and
+its arms run side by side on the CPU with the baseline's copy matching the baseline to the bit."""
 
+import json
 import math
 
 import pytest
+import torch
 
+import speed_ladder
 import train_scaling_sweep as sweep
-from transformer_book import PoemVocabulary, flops_per_token
+import transformer_book
+from device_sim import simulate
+from transformer_book import PoemVocabulary, flops_per_token, has_bf16_matmul, poems
 
 POEMS = [
     "春眠不觉晓，处处闻啼鸟。",
@@ -51,9 +58,94 @@ def test_one_budget_is_no_law():
         sweep.fit([{"budget": 1e12, "parameters": n, "loss": 3.0} for n in (1e5, 2e5, 4e5)])
 
 
-def test_the_speed_ladder_lists_its_rungs(capsys):
-    import speed_ladder
+FOUR = ["床前明月光，疑是地上霜。举头望明月，低头思故乡。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。"]
 
-    assert speed_ladder.main(["--plan"]) == 0
+
+@pytest.fixture()
+def toy(monkeypatch):
+    def toy_split(name, by="poem"):
+        return POEMS * 3 if name == "train" else FOUR  # 270: the ladder's largest batch is 256
+
+    # the tools read it from the package's top level, chapter 15's cells from the module
+    monkeypatch.setattr(transformer_book, "poem_split", toy_split)
+    monkeypatch.setattr(poems, "poem_split", toy_split)
+    monkeypatch.setattr(sweep, "BATCH_SIZE", 8)
+    monkeypatch.setattr(transformer_book, "POET_CONFIG", dict(max_len=64, d_model=16, heads=2, layers=1))
+
+
+def test_a_toy_sweep_writes_its_record_and_checks_it(toy, tmp_path, capsys):
+    arguments = ["--device", "cpu", "--out", str(tmp_path), "--sizes", "32x1", "64x1", "96x1"]
+    assert sweep.main([*arguments, "--budgets", "2e8", "6e8", "--held-out-budget", "1.2e9"]) == 0
+    record = json.loads((tmp_path / sweep.RECORD_FILE).read_text(encoding="utf-8"))
+    assert record["machine"]["device"] == "cpu" and record["machine"]["peak_flops"]["fp32"] > 0
+    assert record["machine"]["torch"] == torch.__version__
+    assert len(record["runs"]) == 6 and all(run["loss"] > 0 and run["mfu"] > 0 for run in record["runs"])
+    assert record["prediction"]["loss"] > 0 and record["held_out_run"]["loss"] > 0
+    assert record["held_out_run"]["budget"] == 1.2e9 and len(record["fit"]["optima"]) == 2
+    assert "plan: 6 arms and a held-out run" in capsys.readouterr().out
+    check = ["--device", "cpu", "--out", str(tmp_path), "--check"]
+    assert sweep.main(check) == 0  # the same CPU and thread: the same bits
+    for run in record["runs"]:  # whichever arm it retrains has moved
+        run["loss"] += 2 * sweep.CHECK_TOLERANCE
+    (tmp_path / sweep.RECORD_FILE).write_text(json.dumps(record), encoding="utf-8")
+    assert sweep.main(check) == 1
+
+
+def test_sizes_are_read_by_name():
+    assert sweep.parse_size("128x4") == (128, 4)
+    for wrong in ("128", "100x2", "64x0"):
+        with pytest.raises(Exception, match="d_model"):
+            sweep.parse_size(wrong)
+
+
+def test_the_ladders_list_their_rungs(capsys):
+    assert speed_ladder.main(["--plan", "--device", "cpu"]) == 0
+    assert speed_ladder.main(["--plan", "--device", "cpu", "--ladder", "cuda"]) == 0
     printed = capsys.readouterr().out
-    assert all(f"{rung}: " in printed for rung in speed_ladder.RUNGS)
+    assert all(f"{rung}: " in printed for rung in [*speed_ladder.CPU_RUNGS, *speed_ladder.CUDA_RUNGS])
+
+
+def test_the_gpu_ladder_adds_its_rungs_up():
+    arms = speed_ladder.ladder("cuda")
+    assert list(arms) == ["baseline", *speed_ladder.CUDA_RUNGS, "baseline_again"]
+    assert arms["baseline"] == arms["baseline_again"] == speed_ladder.BASELINE["cuda"]
+    assert arms["compile"] == dict(
+        speed_ladder.BASELINE["cuda"], tf32=True, bf16=True, attention="fused", adamw="fused", compile=True
+    )
+    assert arms["batch256"]["batch"] == 4 * speed_ladder.BATCH_SIZE and arms["batch256"]["compile"]
+    assert not speed_ladder.ladder("cuda", ["tf32", "batch256"])["batch256"]["compile"]  # the chosen add up
+    cpu = speed_ladder.ladder("cpu", ["bf16"])  # on a CPU each rung changes the baseline once
+    assert cpu["bf16"] == dict(speed_ladder.BASELINE["cpu"], bf16=True)
+    with pytest.raises(ValueError, match=r"cuda's ladder has no rungs \['threads2'\]"):
+        speed_ladder.ladder("cuda", ["threads2"])
+    assert speed_ladder.is_h100_sxm("NVIDIA H100 80GB HBM3") and not speed_ladder.is_h100_sxm("NVIDIA H100 PCIe")
+    with pytest.raises(ValueError, match="device must be cuda, mps, cpu or auto; got 'gpu'"):
+        speed_ladder.device_from("gpu")
+
+
+def test_the_gpu_ladder_runs_side_by_side_on_a_cpu(toy):
+    rungs = ["tf32", "bf16", "sdpa", "fused_adamw", "batch256"]  # not torch.compile: too slow for a test
+    record = speed_ladder.run_ladder(torch.device("cpu"), rungs, steps=2, warmup=1, log=lambda line: None, which="cuda")
+    json.dumps(record)  # a record JSON can write
+    arms = record["arms"]
+    assert list(arms) == ["baseline", *rungs, "baseline_again"]
+    assert arms["baseline"]["speedup"] == 1 and arms["baseline"]["loss_check"] == "pass"
+    assert arms["baseline_again"]["held_out_loss"] == arms["baseline"]["held_out_loss"]
+    assert arms["tf32"]["loss_check"] == "pass" and arms["tf32"]["mfu_fp32_peak"] > 0
+    for name in rungs[1:]:  # bfloat16 from the rung 'bf16' on, where the CPU multiplies it
+        assert ("error" not in arms[name]) == has_bf16_matmul("cpu")
+    assert "ms/step" in speed_ladder.table(record)
+
+
+def test_the_tools_keep_everything_on_a_simulated_gpu(toy, monkeypatch):
+    # tensors on two devices in one operation are refused, as a real GPU refuses them
+    peak = transformer_book.matmul_peak  # a GPU's 4,096-wide products would take the CPU seconds
+    monkeypatch.setattr(transformer_book, "matmul_peak", lambda device, dtype=torch.float32: peak(device, dtype, 256))
+    rungs = ["tf32", "sdpa", "fused_adamw", "batch256"]
+    with simulate("cuda"):
+        cuda = speed_ladder.device_from("cuda")
+        record = speed_ladder.run_ladder(cuda, rungs, steps=1, warmup=1, log=lambda line: None)
+        arm = {"d_model": 32, "layers": 1, "steps": 2}
+        loss, _ = sweep.train_arm(arm, POEMS, FOUR, PoemVocabulary.from_poems(POEMS), cuda)
+    assert record["machine"]["device"] == "cuda" and "tf32" in record["machine"]["peak_flops"]
+    assert all("error" not in record["arms"][name] for name in rungs) and loss > 0

@@ -1,12 +1,18 @@
 """A scaling law for the poet (issue 44): an IsoFLOP sweep, a fit, and a larger run it predicts.
 
-    python tools/train_scaling_sweep.py --plan        # the sweep's arms and steps, counted (no training)
-    python tools/train_scaling_sweep.py               # train every arm, fit, train the held-out run (not run yet)
+    python tools/train_scaling_sweep.py --plan               # the arms, steps and FLOPs (no training)
+    python tools/train_scaling_sweep.py --device cuda        # train every arm, fit, train the held-out run
+    python tools/train_scaling_sweep.py --device cuda --check  # retrain one recorded arm and compare
+    python tools/train_scaling_sweep.py --budgets 1e9 3e9 --held-out-budget 1e10 --sizes 32x1 64x1 --out DIR
 
-SCAFFOLD: the plan, the training of one arm and the fit are written and the plan and the fit are
-tested (tests/test_train_scaling_sweep.py); the sweep itself has not been run (it needs about an
-hour on a quiet 2-core machine, MAINTAINING.md's plan). Until it has, ``weights/scaling_sweep.json``
-does not exist and nothing reads it.
+The default budgets are sized for a GPU: the plan (``--plan``) counts 1.5e14 FLOPs in at most about
+13,700 steps of 64 poems, about two minutes at the 2 TFLOP/s the poet's step reaches on an H100
+(chapter 18) if no step takes less than 8 ms, about 1.5 hours on one CPU thread. The sizes run from
+d_model 64 and 1 layer up, because the poet's 5,501-token vocabulary makes the embedding most of
+a small model's weights: the larger sizes read under one token per weight at the smallest budget.
+``--device`` (``auto``: CUDA, then MPS, then the CPU) holds everything; the record names the device,
+torch's version and the float32 peak measured in the same run, and each arm's seconds, FLOP/s and
+MFU against that peak. Training is float32 with TF32 off.
 
 On chapter 15's Tang poems (``poem_split``), with the poet's recipe (``train_lm``: AdamW, warm-up
 then linear decay, batches of ``BATCH_SIZE`` poems drawn by ``random.Random(seed)``), each arm is a
@@ -24,7 +30,14 @@ log(optimal parameters) against log(budget) gives N_opt(C). The law then predict
 ``SIZES``), is trained after the fit: ``held_out_run``. Written to
 ``src/transformer_book/weights/scaling_sweep.json``: ``settings``, ``runs`` (budget -> size ->
 parameters, steps, tokens, epochs, loss), ``fit``, ``prediction`` (with its ``loss``) and
-``held_out_run`` (with its ``loss``).
+``held_out_run`` (with its ``loss``), and ``machine``. The record is rewritten after every arm, so
+a sweep that stops keeps the arms it trained. Where the parabola at a budget has no minimum, the
+lowest arm stands for the optimum and its ``method`` says so.
+
+``--check`` retrains the recorded compute-optimal arm of the smallest budget and compares its
+held-out loss with the record's within ``CHECK_TOLERANCE``: on one CPU and thread count the rerun
+is bit-identical, but GPU kernels are not bit-reproducible (atomic additions in the backward pass
+run in a varying order), and training carries their last-bit differences into the loss.
 """
 
 from __future__ import annotations
@@ -33,6 +46,8 @@ import argparse
 import json
 import math
 import random
+import sys
+import time
 from pathlib import Path
 
 import torch
@@ -41,13 +56,16 @@ from notebooks import REPO_ROOT
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "scaling_sweep.json"
-BUDGETS = (1e12, 3e12, 1e13)  # training FLOPs per arm
-HELD_OUT_BUDGET = 3e13  # the run the fit predicts, trained after the fit
-SIZES = ((64, 2), (96, 2), (96, 3), (128, 3), (128, 4), (160, 4), (192, 5))  # (d_model, layers)
+BUDGETS = (1.5e12, 5e12, 1.5e13)  # training FLOPs per arm
+HELD_OUT_BUDGET = 4.5e13  # the run the fit predicts, trained after the fit
+SIZES = ((64, 1), (64, 2), (96, 2), (128, 3), (160, 4))  # (d_model, layers)
 BATCH_SIZE = 64
 LR = 3e-3
 SEED = 0
 MAX_LEN = 64  # the poet's
+CHECK_TOLERANCE = 0.02  # nats of held-out loss between a rerun of one arm and its record (see --check)
+ASSUMED_RATE = 2e12  # FLOP/s, for the plan's estimate of its duration (the poet's step on an H100)
+STEP_FLOOR = 0.008  # seconds: a step no faster than this on a GPU (kernel launches), for the estimate
 
 
 def config_of(size: tuple[int, int], vocab_size: int):
@@ -106,15 +124,30 @@ def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES) -> list[dict]:
     return arms
 
 
-def train_arm(arm: dict, poems, held_out, vocab) -> float:
-    """Train one arm with the poet's recipe; its mean held-out cross-entropy per token."""
+def train_arm(arm: dict, poems, held_out, vocab, device=None) -> tuple[float, float]:
+    """Train one arm with the poet's recipe on ``device`` (float32, TF32 off): its mean held-out
+    cross-entropy per token, and the seconds its training took."""
+    from speed_ladder import synchronize
     from transformer_book import GPT, poem_losses, train_lm
 
+    device = torch.device("cpu") if device is None else torch.device(device)
     torch.manual_seed(SEED)
-    model = GPT(config_of((arm["d_model"], arm["layers"]), len(vocab)))
-    train_lm(model, vocab, poems, arm["steps"], batch_size=BATCH_SIZE, lr=LR, seed=SEED)
-    sums, counts = poem_losses(model, vocab, held_out)
-    return float(sums.sum() / counts.sum())
+    model = GPT(config_of((arm["d_model"], arm["layers"]), len(vocab))).to(device)
+    synchronize(device)
+    started = time.perf_counter()
+    train_lm(model, vocab, poems, arm["steps"], batch_size=BATCH_SIZE, lr=LR, seed=SEED, device=device)
+    synchronize(device)
+    seconds = time.perf_counter() - started
+    with torch.no_grad():
+        sums, counts = poem_losses(model, vocab, held_out, device=device)
+    return float(sums.sum() / counts.sum()), seconds
+
+
+def timing(arm: dict, seconds: float, machine: dict) -> dict:
+    """An arm's seconds, the FLOP/s its training reached and its MFU against the float32 peak measured
+    in the same run (the steps' time includes reading the batches, as training does)."""
+    rate = arm["flops"] / seconds
+    return {"seconds": round(seconds, 2), "flops_per_s": rate, "mfu": round(rate / machine["peak_flops"]["fp32"], 4)}
 
 
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -145,8 +178,14 @@ def fit(runs: list[dict]) -> dict:
     optima = []
     for budget in budgets:
         arms = [run for run in runs if run["budget"] == budget]
-        log_n, loss = _parabola_minimum([math.log(run["parameters"]) for run in arms], [run["loss"] for run in arms])
-        optima.append({"budget": budget, "parameters": math.exp(log_n), "loss": loss})
+        log_sizes = [math.log(run["parameters"]) for run in arms]
+        try:
+            log_n, loss = _parabola_minimum(log_sizes, [run["loss"] for run in arms])
+            method = "parabola" if min(log_sizes) <= log_n <= max(log_sizes) else "parabola, outside the sizes"
+        except ValueError:  # no minimum: the best arm stands for the optimum, and says so
+            best = min(arms, key=lambda run: run["loss"])
+            log_n, loss, method = math.log(best["parameters"]), best["loss"], "the lowest arm (no parabola minimum)"
+        optima.append({"budget": budget, "parameters": math.exp(log_n), "loss": loss, "method": method})
     log_c = [math.log(o["budget"]) for o in optima]
     loss_intercept, loss_slope = _line(log_c, [math.log(o["loss"]) for o in optima])
     size_intercept, size_slope = _line(log_c, [math.log(o["parameters"]) for o in optima])
@@ -164,46 +203,151 @@ def predict(law: dict, budget: float) -> dict:
     return {"budget": budget, "loss": loss, "parameters": parameters}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--plan", action="store_true", help="print the arms and their steps; train nothing")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    from transformer_book import PoemVocabulary, poem_split
+def estimate_seconds(arms: list[dict], rate: float = ASSUMED_RATE, floor: float = STEP_FLOOR) -> float:
+    """A rough duration of training ``arms``: each step at ``rate`` FLOP/s, and no faster than
+    ``floor`` seconds (on a GPU a small model's step waits on kernel launches, not on arithmetic)."""
+    return sum(arm["steps"] * max(floor, arm["flops"] / arm["steps"] / rate) for arm in arms)
 
-    poems = poem_split("train")
-    vocab = PoemVocabulary.from_poems(poems)
-    arms = plan(poems, vocab)
-    if args.plan:
-        print(
-            f"{'budget':>8} {'d_model':>7} {'layers':>6} {'params':>9} {'steps':>6} {'tokens/param':>12} {'epochs':>6}"
-        )
-        for arm in arms:
-            print(
-                f"{arm['budget']:8.0e} {arm['d_model']:7d} {arm['layers']:6d} {arm['parameters']:9,d} "
-                f"{arm['steps']:6d} {arm['tokens_per_parameter']:12.2f} {arm['epochs']:6.3f}"
-            )
-        return 0
-    # Not run yet (see the module's docstring): train every arm, fit, predict, train the held-out run.
-    held_out = poem_split("held-out")
-    runs = [dict(arm, loss=round(train_arm(arm, poems, held_out, vocab), 4)) for arm in arms]
-    law = fit(runs)
-    prediction = predict(law, HELD_OUT_BUDGET)
-    size = min(SIZES, key=lambda s: abs(math.log(parameters_of(config_of(s, len(vocab))) / prediction["parameters"])))
-    (run,) = plan(poems, vocab, budgets=(HELD_OUT_BUDGET,), sizes=(size,))
-    held_out_run = dict(run, loss=round(train_arm(run, poems, held_out, vocab), 4))
-    record = {
-        "settings": {"budgets": BUDGETS, "sizes": SIZES, "batch_size": BATCH_SIZE, "lr": LR, "seed": SEED},
+
+def record_of(machine: dict, runs: list[dict], budgets, sizes, law=None, prediction=None, held_out_run=None) -> dict:
+    return {
+        "machine": machine,
+        "settings": {
+            "budgets": list(budgets),
+            "held_out_budget": HELD_OUT_BUDGET,
+            "sizes": [list(size) for size in sizes],
+            "batch_size": BATCH_SIZE,
+            "lr": LR,
+            "seed": SEED,
+            "check_tolerance": CHECK_TOLERANCE,
+        },
         "runs": runs,
         "fit": law,
         "prediction": prediction,
         "held_out_run": held_out_run,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / RECORD_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def write(record: dict, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RECORD_FILE
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def check(out: Path, device: torch.device, poems, held_out, vocab) -> int:
+    """Retrain the recorded compute-optimal arm of the smallest budget; compare its loss."""
+    path = out / RECORD_FILE
+    if not path.exists():
+        raise SystemExit(f"--check: no record at {path}; run the sweep first")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    smallest = min(run["budget"] for run in record["runs"])
+    arm = min((run for run in record["runs"] if run["budget"] == smallest), key=lambda run: run["loss"])
+    loss, seconds = train_arm(arm, poems, held_out, vocab, device)
+    recorded = record["machine"]
+    difference = loss - arm["loss"]
+    print(
+        f"--check: {arm['d_model']}x{arm['layers']} at {arm['budget']:.2g} FLOPs on {device.type}: "
+        f"{loss:.4f} now, {arm['loss']:.4f} recorded on {recorded['device']} ({recorded['device_name']}): "
+        f"{difference:+.4f} ({seconds:.1f} s)"
+    )
+    if recorded["device"] != device.type:
+        print(f"--check: the record was made on {recorded['device']}, this check on {device.type}: kernels differ")
+    if abs(difference) > CHECK_TOLERANCE:
+        print(f"--check FAILED: the loss moved by more than {CHECK_TOLERANCE}", file=sys.stderr)
+        return 1
+    print(f"--check passed (tolerance {CHECK_TOLERANCE} nats)")
+    return 0
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        d_model, layers = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a size is d_modelxlayers, e.g. 128x4; got {text!r}") from None
+    if d_model % 32 or d_model < 32 or layers < 1:
+        raise argparse.ArgumentTypeError(f"d_model must be a multiple of 32 and layers at least 1; got {text!r}")
+    return d_model, layers
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plan", action="store_true", help="print the arms and their steps; train nothing")
+    parser.add_argument("--check", action="store_true", help="retrain one recorded arm and compare its loss")
+    parser.add_argument("--device", default="auto", help="cuda, mps, cpu or auto (default)")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    parser.add_argument("--budgets", type=float, nargs="+", default=list(BUDGETS), help="FLOPs per arm")
+    parser.add_argument("--held-out-budget", type=float, default=HELD_OUT_BUDGET)
+    parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
+    args = parser.parse_args(argv)
+    from speed_ladder import device_from, machine, synchronize
+
+    device = device_from(args.device)
+    torch.set_num_threads(1)
+    from transformer_book import PoemVocabulary, poem_split
+
+    poems = poem_split("train")
+    vocab = PoemVocabulary.from_poems(poems)
+    held_out = poem_split("held-out")
+    if args.check:
+        return check(args.out, device, poems, held_out, vocab)
+    arms = plan(poems, vocab, args.budgets, args.sizes)
+    # the held-out run's size is the fit's: counted here as the size whose run would take longest
+    last = [max(plan(poems, vocab, (args.held_out_budget,), args.sizes), key=lambda arm: estimate_seconds([arm]))]
+    total_flops = sum(arm["flops"] for arm in arms + last)
+    total_steps = sum(arm["steps"] for arm in arms + last)
+    print(f"{'budget':>8} {'d_model':>7} {'layers':>6} {'params':>9} {'steps':>6} {'tokens/param':>12} {'epochs':>6}")
+    for arm in arms:
+        print(
+            f"{arm['budget']:8.2g} {arm['d_model']:7d} {arm['layers']:6d} {arm['parameters']:9,d} "
+            f"{arm['steps']:6d} {arm['tokens_per_parameter']:12.2f} {arm['epochs']:6.3f}"
+        )
+    print(
+        f"plan: {len(arms)} arms and a held-out run at {args.held_out_budget:.2g}: {total_flops:.3g} FLOPs, "
+        f"{total_steps:,} steps (the held-out run counted at its slowest size); at "
+        f"{ASSUMED_RATE / 1e12:g} TFLOP/s and {1000 * STEP_FLOOR:g} ms a step at least, about "
+        f"{estimate_seconds(arms + last):.0f} s"
+    )
+    if args.plan:
+        return 0
+    facts = machine(device, bf16=False)
+    print(
+        f"{facts['device_name']} ({device.type}), torch {facts['torch']}: float32 peak measured now "
+        f"{facts['peak_flops']['fp32'] / 1e12:.3g} TFLOP/s (TF32 off, as the sweep trains)",
+        flush=True,
+    )
+    runs = []
+    for arm in arms:
+        loss, seconds = train_arm(arm, poems, held_out, vocab, device)
+        runs.append(dict(arm, loss=round(loss, 4), **timing(arm, seconds, facts)))
+        print(
+            f"{arm['budget']:8.2g} {arm['d_model']:4d}x{arm['layers']}: held-out loss {loss:.4f} "
+            f"({seconds:.1f} s, MFU {runs[-1]['mfu']:.1%})",
+            flush=True,
+        )
+        write(record_of(facts, runs, args.budgets, args.sizes), args.out)  # so far, in case it stops
+    law = fit(runs)
+    prediction = predict(law, args.held_out_budget)
+    size = min(
+        args.sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, len(vocab))) / prediction["parameters"]))
+    )
+    (run,) = plan(poems, vocab, budgets=(args.held_out_budget,), sizes=(size,))
+    loss, seconds = train_arm(run, poems, held_out, vocab, device)
+    held_out_run = dict(run, loss=round(loss, 4), **timing(run, seconds, facts))
+    synchronize(device)
+    record = record_of(facts, runs, args.budgets, args.sizes, law, prediction, held_out_run)
+    path = write(record, args.out)
     error = held_out_run["loss"] / prediction["loss"] - 1
-    print(f"predicted {prediction['loss']:.4f}, trained {held_out_run['loss']:.4f}: {error:+.2%}")
+    print(
+        f"law: L(C) = {law['loss_law']['a']:.4g} * C^-{law['loss_law']['b']:.4f}, "
+        f"N_opt(C) = {law['size_law']['k']:.4g} * C^{law['size_law']['e']:.4f}"
+    )
+    print(
+        f"predicted at {args.held_out_budget:.2g} FLOPs: loss {prediction['loss']:.4f} with "
+        f"{prediction['parameters']:,.0f} parameters; trained {size[0]}x{size[1]} "
+        f"({held_out_run['parameters']:,d}): {held_out_run['loss']:.4f}, {error:+.2%}"
+    )
+    print(f"wrote {path}")
     return 0
 
 

@@ -73,6 +73,18 @@ def flops_per_token(config, seq_len: int, *, recompute: bool = False) -> int:
 MAKE_MODEL_SIZES = dict(num_layers=6, d_model=512, d_ff=2048, heads=8)
 
 
+# make_model's keywords that change no product's size: accepted, and counted as nothing
+_SIZELESS_OPTIONS = (
+    "dropout",
+    "norm_first",
+    "final_norm",
+    "max_len",
+    "positional",
+    "attention_scale",
+    "tie_weights",
+)
+
+
 def encoder_decoder_flops(
     config: dict,
     target_vocab: int,
@@ -90,16 +102,7 @@ def encoder_decoder_flops(
     products run over the source positions."""
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict; got {type(config).__name__}")
-    allowed = set(MAKE_MODEL_SIZES) | {
-        "dropout",
-        "norm_first",
-        "final_norm",
-        "max_len",
-        "positional",
-        "attention_scale",
-        "tie_weights",
-    }
-    unknown = sorted(set(config) - allowed)
+    unknown = sorted(set(config) - set(MAKE_MODEL_SIZES) - set(_SIZELESS_OPTIONS))
     if unknown:
         raise ValueError(f"config has keys make_model does not take: {unknown}")
     sizes = {
