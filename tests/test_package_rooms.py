@@ -63,8 +63,8 @@ def test_no_function_over_60_lines():
     assert long == {}
 
 
-# Chapters 16 and 19 write these with torch's device=None; their cells are to follow the rest.
-DEVICE_NONE_YET = {"rope_frequencies", "alibi_mask", "prompt_batch", "sft_poet"}
+# Chapter 19 writes these with torch's device=None; its cells are to follow the rest.
+DEVICE_NONE_YET = {"prompt_batch", "sft_poet"}
 # A distributed run's setting, not a default place: "auto" picks the accelerator (chapter 17).
 RUN_SETTINGS = {"DistributedRun.__init__": "auto"}
 
@@ -90,5 +90,5 @@ def test_one_device_default():
     others = {label: default for label, default in defaults.items() if default != "cpu"}
     for label, default in RUN_SETTINGS.items():
         assert others.pop(label) == default, label
-    # only the four still to change may differ (once one says "cpu", it drops out of this)
+    # only those still to change may differ (once one says "cpu", it drops out of this)
     assert others.keys() <= DEVICE_NONE_YET and set(others.values()) <= {None}, others
