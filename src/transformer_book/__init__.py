@@ -43,6 +43,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``cost`` (chapter 18): What training costs
 - ``rhyme`` (chapter 19): Rhyme
 - ``tuning`` (chapter 19): Teaching the poet
+- ``preference`` (chapter 20): Preferences and a verifiable reward
 """
 
 from importlib import metadata as _metadata
@@ -76,6 +77,7 @@ from transformer_book import (
     poems,
     poet,
     positional,
+    preference,
     rhyme,
     shipped,
     subwords,
@@ -109,6 +111,7 @@ from transformer_book.parity import *
 from transformer_book.poems import *
 from transformer_book.poet import *
 from transformer_book.positional import *
+from transformer_book.preference import *
 from transformer_book.rhyme import *
 from transformer_book.shipped import *
 from transformer_book.subwords import *
@@ -152,4 +155,5 @@ __all__ = (
     + cost.__all__
     + rhyme.__all__
     + tuning.__all__
+    + preference.__all__
 )
