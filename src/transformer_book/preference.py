@@ -263,17 +263,18 @@ def grpo_loss(
     ``old_log_probs`` under the policy that sampled them, ``reference_log_probs``
     under the frozen reference; ``advantages`` (batch,); ``mask`` (batch, T) the
     response's tokens. Per token: -min(r A, clip(r, 1 - eps, 1 + eps) A) + beta KL,
-    r = exp(log_probs - old), KL = exp(ref - log_probs) - (ref - log_probs) - 1
-    (the "k3" estimator); averaged over each response's tokens, then over the
-    responses (``trl``'s "grpo" loss). ``statistics``: the mean KL per token and the
-    share of tokens whose ratio was clipped, both detached."""
+    r = exp(log_probs - old), KL = r (exp(ref - log_probs) - (ref - log_probs) - 1):
+    the "k3" estimator, weighted by r because the tokens were drawn by the old
+    policy (``trl``'s default); averaged over each response's tokens, then over the
+    responses (``trl``'s "grpo" loss). ``statistics``: the mean KL term per token
+    and the share of tokens whose ratio was clipped, both detached."""
     mask = mask.to(log_probs.dtype)
     ratio = torch.exp(log_probs - old_log_probs)  # (batch, T)
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
     advantage = advantages.unsqueeze(1)  # (batch, 1)
     per_token = -torch.min(ratio * advantage, clipped * advantage)
     gap = reference_log_probs - log_probs
-    kl = torch.exp(gap) - gap - 1  # >= 0, unbiased for KL(policy || reference)
+    kl = (torch.exp(gap) - gap - 1) * ratio  # k3 >= 0, weighted: drawn by old
     if beta != 0:
         per_token = per_token + beta * kl
     counts = mask.sum(dim=1).clamp(min=1.0)
