@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from transformer_book.decoding import decode_loop, decoder_only_scores
 from transformer_book.generator import draw_next
-from transformer_book.poet import regular_form
+from transformer_book.poet import pretrained_poet, regular_form
 from transformer_book.rhyme import rhymes
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int, check_positive_number
@@ -379,8 +379,40 @@ def train_grpo(
     return history
 
 
+# %% book/20_preferences_and_rewards.ipynb, cell 32
+# How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
+# settings; both start from the base poet and write its stage of POET_STAGES' names.
+PREFERENCE_ARMS = {
+    "grpo": dict(steps=200, groups=4, group_size=8, lr=1e-4, beta=0.04, iterations=2),
+    "dpo": dict(pairs=512, steps=200, batch_size=16, lr=1e-4, beta=0.1),
+}
+PREFERENCE_WEIGHTS = "tang_poet_{arm}.pt"  # in half precision, as the base poet's
+PREFERENCE_RECORD = "tang_poet_{arm}.json"
+
+
+def tuned_poet(arm: str, steps=None, seed=0, device=None):
+    """Train one arm of ``PREFERENCE_ARMS`` from the shipped poet: (Poet, history).
+
+    "grpo": ``train_grpo`` with the rhyme reward; "dpo": ``train_dpo`` on
+    ``preference_pairs`` of the poet's own poems. ``steps`` replaces the arm's."""
+    if arm not in PREFERENCE_ARMS:
+        raise ValueError(f"arm must be one of {sorted(PREFERENCE_ARMS)}; got {arm!r}")
+    settings = dict(PREFERENCE_ARMS[arm], seed=seed)
+    if steps is not None:
+        settings["steps"] = steps
+    poet = pretrained_poet(device)
+    torch.manual_seed(seed)
+    if arm == "grpo":
+        return poet, train_grpo(poet, **settings)
+    pairs = preference_pairs(poet, settings.pop("pairs"), seed=seed)
+    return poet, train_dpo(poet, pairs, **settings)
+
+
 # %% the names this module exports (generated)
 __all__ = [
+    "PREFERENCE_ARMS",
+    "PREFERENCE_RECORD",
+    "PREFERENCE_WEIGHTS",
     "dpo_loss",
     "flat_groups",
     "grpo_advantages",
@@ -394,4 +426,5 @@ __all__ = [
     "token_log_probs",
     "train_dpo",
     "train_grpo",
+    "tuned_poet",
 ]
