@@ -150,3 +150,13 @@ def test_toy_rounds_of_both_loops_train_and_record():
 def test_a_reward_that_never_varies_stops_the_loop_loudly():
     with pytest.raises(RuntimeError, match="no signal"):
         train_grpo(toy_poet(), 1, groups=1, group_size=2, reward=lambda poem: 1.0)
+
+
+def test_grpo_loss_refuses_mismatched_shapes_and_a_bad_epsilon():
+    values, mask = torch.zeros(2, 3), torch.ones(2, 3)
+    with pytest.raises(ValueError, match=r"each be \(batch, T\); got \[\(2, 3\), \(2, 3\), \(2, 2\), \(2, 3\)\]"):
+        grpo_loss(values, values, torch.zeros(2, 2), torch.zeros(2), mask)
+    with pytest.raises(ValueError, match=r"advantages must be \(batch,\) = \(2,\); got \(3,\)"):
+        grpo_loss(values, values, values, torch.zeros(3), mask)
+    with pytest.raises(ValueError, match="epsilon must be in"):
+        grpo_loss(values, values, values, torch.zeros(2), mask, epsilon=1.5)

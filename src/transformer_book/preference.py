@@ -268,6 +268,19 @@ def grpo_loss(
     policy (``trl``'s default); averaged over each response's tokens, then over the
     responses (``trl``'s "grpo" loss). ``statistics``: the mean KL term per token
     and the share of tokens whose ratio was clipped, both detached."""
+    given = (log_probs, old_log_probs, reference_log_probs, mask)
+    if len({tuple(t.shape) for t in given}) != 1 or log_probs.dim() != 2:
+        raise ValueError(
+            "log_probs, old_log_probs, reference_log_probs and mask must each be "
+            f"(batch, T); got {[tuple(t.shape) for t in given]}"
+        )
+    if tuple(advantages.shape) != (log_probs.size(0),):
+        raise ValueError(
+            f"advantages must be (batch,) = ({log_probs.size(0)},); "
+            f"got {tuple(advantages.shape)}"
+        )
+    if not 0 < epsilon < 1:
+        raise ValueError(f"epsilon must be in (0, 1); got epsilon={epsilon!r}")
     mask = mask.to(log_probs.dtype)
     ratio = torch.exp(log_probs - old_log_probs)  # (batch, T)
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
