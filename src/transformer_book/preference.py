@@ -206,7 +206,7 @@ def train_dpo(
     return history
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 23
+# %% book/20_preferences_and_rewards.ipynb, cell 24
 def flat_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """Which groups of ``rewards`` have one reward for every member: (groups,) bools."""
     check_positive_int("group_size", group_size)
@@ -303,7 +303,7 @@ def grpo_loss(
     return loss, statistics
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 26
+# %% book/20_preferences_and_rewards.ipynb, cell 27
 def _padded(rows: list[torch.Tensor], value: int) -> torch.Tensor:
     width = max(row.size(1) for row in rows)
     return torch.cat(
@@ -392,7 +392,7 @@ def train_grpo(
     return history
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 32
+# %% book/20_preferences_and_rewards.ipynb, cell 33
 # How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
 # settings; both start from the base poet and write its stage of POET_STAGES' names.
 PREFERENCE_ARMS = {
