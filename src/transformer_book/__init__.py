@@ -26,7 +26,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``tasks`` (chapter 9): Tasks
 - ``training`` (chapter 9): Training
 - ``shipped`` (chapters 9, 13): The files the package ships
-- ``evaluation`` (chapters 9, 10, 14, 15): Evaluation
+- ``evaluation`` (chapters 9, 10, 14, 15, 20): Evaluation
 - ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences

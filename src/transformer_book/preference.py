@@ -2,10 +2,11 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/20_preferences_and_rewards.ipynb, cell 10
-"""Preferences and a verifiable reward (chapter 20): the log-probability of a poem
-under the poet, DPO's loss on pairs of poems, GRPO's group-normalised advantages and
-clipped loss with a KL term, and the rhyme checker as the reward."""
+# %% book/20_preferences_and_rewards.ipynb, cell 14
+"""Preferences and a verifiable reward (chapter 20): DPO's loss on pairs of poems,
+GRPO's group-normalised advantages and clipped loss with a KL term, the rhyme checker
+as the reward, and the loops that train the poet on them (a poem's log-probability,
+with gradients, is in ``evaluation``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from transformer_book.decoding import decode_loop, decoder_only_scores
+from transformer_book.evaluation import (
+    response_mask,
+    sequence_log_probs,
+    token_log_probs,
+)
 from transformer_book.generator import draw_next
 from transformer_book.poet import pretrained_poet, regular_form
 from transformer_book.rhyme import rhymes
@@ -24,33 +30,7 @@ from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int, check_positive_number
 
 
-def token_log_probs(model, tokens: torch.Tensor) -> torch.Tensor:
-    """log p(token t | the tokens before it), t >= 1: (batch, seq) -> (batch, seq - 1).
-
-    One teacher-forced pass of a decoder-only model (the poet), with gradients: what
-    DPO and GRPO train. ``tokens[:, 0]`` is <s>, which is never predicted."""
-    logits = model(tokens[:, :-1])  # (batch, seq - 1, vocab)
-    targets = tokens[:, 1:].unsqueeze(-1)  # (batch, seq - 1, 1)
-    return logits.log_softmax(dim=-1).gather(-1, targets).squeeze(-1)
-
-
-def response_mask(tokens: torch.Tensor, end_id: int) -> torch.Tensor:
-    """Which targets of ``tokens`` (batch, seq) belong to the poem: (batch, seq - 1).
-
-    Every token after <s> up to and including the first closing ``end_id``; what
-    follows it (the decoders pad with ``end_id``, batches with <pad>) is not counted."""
-    following = tokens[:, 1:]  # (batch, seq - 1)
-    is_end = (following == end_id).long()
-    return (is_end.cumsum(dim=1) - is_end) == 0  # no end strictly earlier
-
-
-def sequence_log_probs(model, tokens: torch.Tensor, end_id: int) -> torch.Tensor:
-    """Each poem's log-probability, summed over its tokens: (batch, seq) -> (batch,)."""
-    mask = response_mask(tokens, end_id)
-    return (token_log_probs(model, tokens) * mask).sum(dim=1)
-
-
-# %% book/20_preferences_and_rewards.ipynb, cell 14
+# %% book/20_preferences_and_rewards.ipynb, cell 16
 def rhyme_reward(poem: str) -> float:
     """1.0 if ``poem`` keeps the regular form and rhymes, else 0.0: form is the gate."""
     return float(regular_form(poem) and rhymes(poem))
@@ -86,7 +66,7 @@ def sample_group(poet, group_size, temperature=0.8, top_p=0.9, generator=None):
     return tokens, poems
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 17
+# %% book/20_preferences_and_rewards.ipynb, cell 19
 def dpo_loss(
     policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta
 ):
@@ -132,7 +112,7 @@ def normalized_dpo_loss(
     )
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 20
+# %% book/20_preferences_and_rewards.ipynb, cell 22
 def preference_pairs(
     poet, count, seed=0, temperature=0.8, top_p=0.9, reward=rhyme_reward
 ):
@@ -206,7 +186,7 @@ def train_dpo(
     return history
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 24
+# %% book/20_preferences_and_rewards.ipynb, cell 26
 def flat_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """Which groups of ``rewards`` have one reward for every member: (groups,) bools."""
     check_positive_int("group_size", group_size)
@@ -303,7 +283,7 @@ def grpo_loss(
     return loss, statistics
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 27
+# %% book/20_preferences_and_rewards.ipynb, cell 29
 def _padded(rows: list[torch.Tensor], value: int) -> torch.Tensor:
     width = max(row.size(1) for row in rows)
     return torch.cat(
@@ -392,7 +372,7 @@ def train_grpo(
     return history
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 33
+# %% book/20_preferences_and_rewards.ipynb, cell 35
 # How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
 # settings; both start from the base poet and write its stage of POET_STAGES' names.
 PREFERENCE_ARMS = {
@@ -432,11 +412,8 @@ __all__ = [
     "grpo_loss",
     "normalized_dpo_loss",
     "preference_pairs",
-    "response_mask",
     "rhyme_reward",
     "sample_group",
-    "sequence_log_probs",
-    "token_log_probs",
     "train_dpo",
     "train_grpo",
     "tuned_poet",
