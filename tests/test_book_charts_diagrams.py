@@ -34,6 +34,7 @@ EXPECTED_CHAPTERS = [
     "17_past_one_machine",
     "18_what_training_costs",
     "19_instructions_and_lora",
+    "20_preferences_and_rewards",
 ]
 SMALL = ModelConfig(
     d_model=64, heads=4, d_ff=256, num_layers=2, source_vocab=50, target_vocab=50, batch=3, source_len=7, target_len=5
@@ -95,9 +96,15 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
         assert page in EXPECTED_CHAPTERS, f"{page} is not a chapter"
     missing = sorted(page for page in pages if page not in listed)
     assert not missing, missing
-    # chapters 16 to 19 are linked from their own pages' maps only (the other pages' stored maps are
+    # chapters 16 to 20 are linked from their own pages' maps only (the other pages' stored maps are
     # unchanged)
-    own_page_only = {"16_modern_decoder", "17_past_one_machine", "18_what_training_costs", "19_instructions_and_lora"}
+    own_page_only = {
+        "16_modern_decoder",
+        "17_past_one_machine",
+        "18_what_training_costs",
+        "19_instructions_and_lora",
+        "20_preferences_and_rewards",
+    }
     assert pages == set(EXPECTED_CHAPTERS) - own_page_only, (
         f"chapters without a link from the map: {set(EXPECTED_CHAPTERS) - pages}"
     )
@@ -105,6 +112,7 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
     assert "17_past_one_machine.html" in hrefs(architecture(17).to_dict())
     assert "18_what_training_costs.html" in hrefs(architecture(18).to_dict())
     assert "19_instructions_and_lora.html" in hrefs(architecture(19).to_dict())
+    assert "20_preferences_and_rewards.html" in hrefs(architecture(20).to_dict())
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ CHAPTERS = {
     17: "17_past_one_machine",
     18: "18_what_training_costs",
     19: "19_instructions_and_lora",
+    20: "20_preferences_and_rewards",
 }
 CHAPTER_TITLES = {
     1: "embeddings and positional encoding",
@@ -55,6 +56,7 @@ CHAPTER_TITLES = {
     17: "past one machine: the translator on several processes",
     18: "what training costs: FLOPs, the machine's peak, memory",
     19: "teaching the poet: instructions and LoRA",
+    20: "preferences and a verifiable reward: DPO and GRPO",
 }
 ATTENTION = ("enc_attn", "dec_self_attn", "dec_cross_attn")
 NORMS = ("enc_norm1", "enc_norm2", "dec_norm1", "dec_norm2", "dec_norm3")
@@ -105,6 +107,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "what_training_costs": (),  # filled in below: everything, each product a cost
     # the poet's linear layers carry the adapters; the output layer learns the instructions
     "instructions_and_lora": ("dec_self_attn", "dec_ffn", "decoder", "linear"),
+    # the whole poet is trained on whole poems' log-probabilities, read at the output
+    "preferences_and_rewards": ("decoder", "linear", "softmax"),
 }
 CHAPTER_PARTS = {number: stem.split("_", 1)[1] for number, stem in CHAPTERS.items()}
 
@@ -352,6 +356,7 @@ def architecture(
         17: "Ch. 17: past one machine",
         18: "Ch. 18: what training costs",
         19: "Ch. 19: teaching the poet",
+        20: "Ch. 20: preferences and rewards",
     }
     if chapter in own_pages:  # shown on its own page (the other pages' stored maps stay as they are)
         links.append((chapter, own_pages[chapter]))

@@ -26,7 +26,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``tasks`` (chapter 9): Tasks
 - ``training`` (chapter 9): Training
 - ``shipped`` (chapters 9, 13): The files the package ships
-- ``evaluation`` (chapters 9, 10, 14, 15): Evaluation
+- ``evaluation`` (chapters 9, 10, 14, 15, 20): Evaluation
 - ``decoding`` (chapters 10, 15): Decoding
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
@@ -45,6 +45,8 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``cost`` (chapter 18): What training costs
 - ``rhyme`` (chapter 19): Rhyme
 - ``tuning`` (chapter 19): Teaching the poet
+- ``preference`` (chapter 20): Preferences
+- ``rewards`` (chapter 20): A verifiable reward
 """
 
 from importlib import metadata as _metadata
@@ -79,6 +81,8 @@ from transformer_book import (
     poems,
     poet,
     positional,
+    preference,
+    rewards,
     rhyme,
     shipped,
     subwords,
@@ -114,6 +118,8 @@ from transformer_book.parity import *
 from transformer_book.poems import *
 from transformer_book.poet import *
 from transformer_book.positional import *
+from transformer_book.preference import *
+from transformer_book.rewards import *
 from transformer_book.rhyme import *
 from transformer_book.shipped import *
 from transformer_book.subwords import *
@@ -160,4 +166,6 @@ __all__ = (
     + cost.__all__
     + rhyme.__all__
     + tuning.__all__
+    + preference.__all__
+    + rewards.__all__
 )

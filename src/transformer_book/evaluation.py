@@ -172,11 +172,41 @@ def perplexity(model, vocab, poems, batch_size=100, device="cpu") -> float:
     return math.exp(total / count)
 
 
+# %% book/20_preferences_and_rewards.ipynb, cell 10
+def token_log_probs(model, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(token t | the tokens before it), t >= 1: (batch, seq) -> (batch, seq - 1).
+
+    One teacher-forced pass of a decoder-only model (the poet), with gradients: what
+    DPO and GRPO train. ``tokens[:, 0]`` is <s>, which is never predicted."""
+    logits = model(tokens[:, :-1])  # (batch, seq - 1, vocab)
+    targets = tokens[:, 1:].unsqueeze(-1)  # (batch, seq - 1, 1)
+    return logits.log_softmax(dim=-1).gather(-1, targets).squeeze(-1)
+
+
+def response_mask(tokens: torch.Tensor, end_id: int) -> torch.Tensor:
+    """Which targets of ``tokens`` (batch, seq) belong to the poem: (batch, seq - 1).
+
+    Every token after <s> up to and including the first closing ``end_id``; what
+    follows it (the decoders pad with ``end_id``, batches with <pad>) is not counted."""
+    following = tokens[:, 1:]  # (batch, seq - 1)
+    is_end = (following == end_id).long()
+    return (is_end.cumsum(dim=1) - is_end) == 0  # no end strictly earlier
+
+
+def sequence_log_probs(model, tokens: torch.Tensor, end_id: int) -> torch.Tensor:
+    """Each poem's log-probability, summed over its tokens: (batch, seq) -> (batch,)."""
+    mask = response_mask(tokens, end_id)
+    return (token_log_probs(model, tokens) * mask).sum(dim=1)
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "exact_match_accuracy",
     "mean_token_loss",
     "perplexity",
     "poem_losses",
+    "response_mask",
     "sequence_log_prob",
+    "sequence_log_probs",
+    "token_log_probs",
 ]
