@@ -1,8 +1,9 @@
 """tools/throughput.py: the training tools' tokens/s, FLOP/s and MFU. The meter counts each training
 step's FLOPs from the batch's own shape with the package's counts, its tokens without the padding,
 and neither evaluation (no gradients, eval mode) nor another model; the figures are consistent with
-each other. (No wall-clock bound: only that the times and peaks are positive.)"""
+each other; watching changes no bit of the training. (No wall-clock bound: only that the times and peaks are positive.)"""
 
+import contextlib
 import re
 
 import pytest
@@ -67,21 +68,27 @@ def test_a_gpts_steps_are_counted_from_each_batch_and_padding_is_not_a_token():
     check_consistent(found)
 
 
-def test_an_encoder_decoders_steps_count_source_and_decoder_input():
-    torch.manual_seed(0)
-    config = dict(num_layers=1, d_model=16, d_ff=32, heads=2, dropout=0.0)
-    model = make_model(11, 13, **config)
+def test_an_encoder_decoders_steps_count_source_and_decoder_input_and_train_the_same_bits():
+    config = dict(num_layers=1, d_model=16, d_ff=32, heads=2, dropout=0.1)
     source = torch.tensor([[3, 4, 5, 0, 0], [3, 4, 5, 6, 7]])  # 8 real tokens
     target = torch.tensor([[1, 4, 5, 2, 0, 0], [1, 4, 2, 0, 0, 0]])  # the decoder reads [:, :-1]: 7 real
     loss_fn = LabelSmoothingLoss(13, 0, 0.1)
-    optimizer = torch.optim.Adam(model.parameters())
 
     def loss_of(model, batch):
         return sequence_loss(model, *batch, 0, loss_fn)
 
-    with StepMeter(Transformer, encoder_decoder_step_cost(config, pad_id=0)) as meter:
-        for _ in training_steps(model, [(source, target)] * 2, loss_of, optimizer):
-            pass
+    def trained(meter=None):  # two seeded steps, dropout drawn, with or without the meter watching
+        torch.manual_seed(0)
+        model = make_model(11, 13, **config)
+        optimizer = torch.optim.Adam(model.parameters())
+        with meter or contextlib.nullcontext():
+            for _ in training_steps(model, [(source, target)] * 2, loss_of, optimizer):
+                pass
+        return model.state_dict()
+
+    meter = StepMeter(Transformer, encoder_decoder_step_cost(config, pad_id=0))
+    watched, unwatched = trained(meter), trained()
+    assert all(torch.equal(watched[name], unwatched[name]) for name in unwatched)  # the hooks only read
     found = meter.result()
     assert (found.steps, found.tokens) == (2, 2 * (8 + 7))
     assert found.flops == 2 * 2 * sum(encoder_decoder_flops(config, 13, 5, 5).values())

@@ -133,7 +133,11 @@ class StepMeter:
         self._peaks: list[float] = []
 
     def _peak(self) -> float:
-        return matmul_peak(self.device, size=PEAK_SIZE)
+        # matmul_peak draws random matrices: on a forked generator, so that the training's draws
+        # (initial weights, dropout) are the same with the meter as without it
+        gpu = [torch.device(self.device).index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=gpu):
+            return matmul_peak(self.device, size=PEAK_SIZE)
 
     def _forward(self, module: torch.nn.Module, args: tuple) -> None:
         if not (isinstance(module, self.model_class) and module.training and torch.is_grad_enabled()):
