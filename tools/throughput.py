@@ -6,8 +6,9 @@
 
 ``StepMeter`` watches the training steps of one kind of model while it is active, through two of
 PyTorch's global hooks (every module's forward pre-hook, every optimizer's step post-hook), so that
-the one training loop (chapter 9's ``training_steps``) and the recipes that call it stay as they are
-and the shipped weights' ``--check`` stays byte for byte. For every forward of the model in training
+the one training loop (chapter 9's ``training_steps``) and the recipes that call it stay as they are.
+The hooks only read, and the peak is measured on a forked random generator, so a run trains the same
+bits with the meter as without it: the shipped weights' ``--check`` stays byte for byte. For every forward of the model in training
 mode with gradients on, a ``cost(module, args)`` function gives (FLOPs, tokens) from the batch's real
 shape:
 
@@ -16,8 +17,8 @@ shape:
 * the tokens are the positions that are not padding (the padding is computed but not counted).
 
 A step's time runs from its first forward to the end of its optimizer step: forward, backward and
-update, not the batching or the evaluation between steps. The peak is ``matmul_peak`` (float32 on the
-CPU, the tools' dtype) on the threads the tool trains with, measured in the same run, on entry and on
+update, not the batching or the evaluation between steps. The peak is ``matmul_peak`` (float32, the
+tools' dtype) on the threads the tool trains with, measured in the same run, on entry and on
 exit; MFU is against the higher of the two (a machine whose load changed shows two different peaks).
 The figures depend on the machine and its load: the tools print them and keep them out of their
 records, which ``--check`` compares.
