@@ -7,8 +7,9 @@ Both models get the same configuration (d_model, heads, layers, d_ff, dropout, p
 norms in both stacks), the same embeddings + positional encoding and generator (the book's), the same
 loss (label smoothing) and optimizer (Adam), and the same random token batches with padding. Training
 steps alternate between the two models, so a machine that slows down mid-run slows both alike. The
-script prints the median tokens per second of each (source + target tokens per step / step time)
-and their ratio. A benchmark, not a test: the figures depend on the machine and its load.
+script prints the median tokens per second of each (the source and decoder-input tokens of a step,
+padding not counted, over the step's time; as tools/throughput.py counts the training tools') and
+their ratio. A benchmark, not a test: the figures depend on the machine and its load.
 
 Beside tokens/s it prints each model's achieved FLOP/s and its model FLOPs utilisation (MFU, chapter
 18): the FLOPs of a step counted from the configuration (``encoder_decoder_flops``, padded positions
@@ -169,7 +170,7 @@ def main() -> int:
             source, target = batches[step % len(batches)]
         else:
             source, target = random_batch(args.batch, args.length, args.vocab, generator)
-        real_tokens = int((source != PAD).sum() + (target[:, 1:] != PAD).sum())
+        real_tokens = int((source != PAD).sum() + (target[:, :-1] != PAD).sum())  # what the model reads
         if step >= args.warmup:  # the decoder reads target[:, :-1]
             parts = encoder_decoder_flops(sizes, target_vocab, source.size(1), target.size(1) - 1)
             flops.append(source.size(0) * sum(parts.values()))
@@ -202,7 +203,8 @@ def main() -> int:
         utilisation = statistics.median(mfu(count, time_taken, peak) for count, time_taken in zip(flops, seconds[name]))
         print(
             f"{name:15s} median step {1000 * statistics.median(seconds[name]):7.1f} ms   "
-            f"{throughput[name]:9.0f} tokens/s   {rate / 1e9:6.1f} GFLOP/s   MFU {utilisation:.0%}"
+            f"{throughput[name]:9.0f} tokens/s (padding not counted)   {rate / 1e9:6.1f} GFLOP/s   "
+            f"MFU {utilisation:.0%}"
         )
     print(f"ours / nn.Transformer: {throughput['ours'] / throughput['nn.Transformer']:.2f}x")
     return 0

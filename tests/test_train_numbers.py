@@ -7,16 +7,25 @@ import json
 
 import torch
 
+import throughput
 import train_numbers as tool
 from notebooks import environment
+from test_throughput import check_consistent
 
 
-def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, tmp_path):
+def test_two_toy_runs_write_identical_files_and_a_change_is_found(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(tool, "CHECKPOINT_STEPS", (3, 6))
     monkeypatch.setattr(tool, "HELD_OUT", 40)
+    monkeypatch.setattr(throughput, "PEAK_SIZE", 64)  # a peak in milliseconds: no speed is checked
     first, second = tmp_path / "first", tmp_path / "second"
-    for folder in (first, second):
-        tool.write(*tool.train_all(), folder)
+    monkeypatch.setattr(tool, "WEIGHTS_DIR", first)
+    assert tool.main([]) == 0  # writes the files, prints the training steps' throughput
+    printed = capsys.readouterr().out
+    assert "training steps: " in printed and "tokens/s (padding not counted)" in printed and "MFU " in printed
+    saved, record, found = tool.train_all()
+    tool.write(saved, record, second)
+    assert found.steps == 3 + 6 and found.threads == 1 and 0 < found.tokens  # the steps of both runs
+    check_consistent(found)
     assert tool.differences(second, first) == []
     saved = torch.load(first / tool.WEIGHTS_FILE, weights_only=True)
     assert sorted(saved["checkpoints"]) == [3, 6] and len(saved["history"]) == 6

@@ -9,7 +9,10 @@ import json
 import pytest
 import torch
 
+import throughput
 import train_poet as tool
+from test_throughput import check_consistent
+from transformer_book import flops_per_token
 from transformer_book import poet as recipe
 
 
@@ -17,6 +20,7 @@ from transformer_book import poet as recipe
 def toy(monkeypatch):
     monkeypatch.setattr(recipe, "POET_CONFIG", {"max_len": 64, "d_model": 16, "heads": 2, "layers": 1})
     monkeypatch.setattr(tool, "SAMPLES", 3)
+    monkeypatch.setattr(throughput, "PEAK_SIZE", 64)  # a peak in milliseconds: no speed is checked
     monkeypatch.setattr(
         recipe,
         "poem_split",
@@ -28,8 +32,15 @@ def toy(monkeypatch):
     )
 
 
-def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, monkeypatch):
+def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, capsys):
     first = tool.train_and_write(tmp_path / "first", steps=3)
+    # the steps' throughput, returned to be printed, never written: 2 poems of 12 characters and
+    # their 2 boundaries a step, no padding
+    found = first.pop("throughput")
+    config = recipe.GPTConfig(len(recipe.PoemVocabulary.from_poems(recipe.poem_split("train"))), **recipe.POET_CONFIG)
+    assert (found.steps, found.tokens, found.threads) == (3, 3 * 2 * 14, 1)
+    assert found.flops == 3 * 2 * 14 * flops_per_token(config, 14)
+    check_consistent(found)
     tool.train_and_write(tmp_path / "second", steps=3)
     for name in (recipe.POET_WEIGHTS, recipe.HISTORY_FILE):
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
@@ -37,7 +48,11 @@ def test_two_toy_runs_are_identical_and_check_finds_a_change(toy, tmp_path, monk
     assert len(history["losses"]) == 3 and history["training"]["steps"] == 3
     assert len(history["samples"]) == len(history["untrained_samples"]) == 3
     assert history["held_out_perplexity"] == first["held_out_perplexity"] > 1
+    capsys.readouterr()
     assert tool.main(["--check", "--steps", "3", "--out", str(tmp_path / "first")]) == 0
+    printed = capsys.readouterr().out
+    assert "training steps: " in printed and "tokens/s (padding not counted)" in printed
+    assert "MFU " in printed and "3 steps, 84 tokens" in printed
     (tmp_path / "first" / recipe.HISTORY_FILE).write_text("{}", encoding="utf-8")
     assert tool.main(["--check", "--steps", "3", "--out", str(tmp_path / "first")]) == 1
 

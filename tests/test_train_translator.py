@@ -7,7 +7,9 @@ import json
 import pytest
 import torch
 
+import throughput
 import train_translator as tool
+from test_throughput import check_consistent
 from transformer_book import tatoeba_split
 
 
@@ -22,13 +24,25 @@ def toy(monkeypatch):
         recipe, "TRANSLATION_CONFIG", dict(recipe.TRANSLATION_CONFIG, d_model=16, d_ff=32, heads=2, max_len=64)
     )
     monkeypatch.setattr(tool, "BEAM", {"beam_size": 2, "length_penalty": 0.6})
+    monkeypatch.setattr(throughput, "PEAK_SIZE", 64)  # a peak in milliseconds: no speed is checked
     return small
 
 
-def run_toy(folder):
+def run_toy(folder, capsys=None):
     """What train_all does, in this process (train_all runs the two models in two processes)."""
     merges = tool.learn_bpe([english for english, _ in tool.tatoeba_split("train")], 30)
     runs = {name: tool.train_run(name, smoothing, merges, "cpu") for name, smoothing in tool.SMOOTHING_RUNS.items()}
+    for run in runs.values():  # max_steps=3; the batches are padded, the padding is not a token
+        found = run["throughput"]
+        assert found.steps == 3 and found.threads == 1 and 0 < found.tokens
+        check_consistent(found)
+    if capsys is not None:
+        capsys.readouterr()
+    tool.report_throughput(runs)  # printed, and taken out of the record
+    if capsys is not None:
+        printed = capsys.readouterr().out.splitlines()
+        assert [line.split(":")[0] for line in printed] == [f"{name}, training steps" for name in runs]
+        assert all("tokens/s (padding not counted)" in line and "MFU " in line for line in printed)
     saved = runs[tool.SHIPPED_RUN].pop("shipped")
     saved["history"] = runs[tool.SHIPPED_RUN]["history"]
     for run in runs.values():
@@ -39,9 +53,9 @@ def run_toy(folder):
     return record
 
 
-def test_two_runs_write_identical_files_and_a_change_is_found(toy, tmp_path):
+def test_two_runs_write_identical_files_and_a_change_is_found(toy, tmp_path, capsys):
     first, second = tmp_path / "first", tmp_path / "second"
-    record = run_toy(first)
+    record = run_toy(first, capsys)
     run_toy(second)
     assert tool.differences(second, first, first) == []
     run = record["runs"][tool.SHIPPED_RUN]

@@ -22,7 +22,9 @@ log-probabilities that split the errors into search and model errors. It writes
 Both record the environment that trained them (``notebooks.environment()``: the torch build, its
 CPU kernels, the thread count). Everything runs on the CPU with one thread, so a second run in the
 same environment writes the same files; ``--check`` compares them without that record and, when
-they differ, names how this environment differs from the recorded one.
+they differ, names how this environment differs from the recorded one. It prints the training steps'
+throughput (tokens/s, FLOP/s and MFU against a float32 peak measured in the same run on its one
+thread: tools/throughput.py), which neither file stores.
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from notebooks import (
     json_differs,
     regenerate_and_compare,
 )
+from throughput import StepMeter, Throughput, encoder_decoder_step_cost
 from transformer_book import (
     NUMBERS_CONFIG,
     NUMBERS_TRAINING,
+    Transformer,
     beam_search,
     greedy_decode,
     make_model,
@@ -114,7 +118,8 @@ def evaluate(saved_state: dict, task, held_out_task, pairs) -> dict:
     return decode_all(model.eval(), held_out_task, pairs)
 
 
-def train_all() -> tuple[dict, dict]:
+def train_all() -> tuple[dict, dict, Throughput]:
+    """(the weights to save, the record, the training steps' throughput: printed, not stored)."""
     torch.set_num_threads(1)
     made_in = environment()  # what the bits depend on, besides the code and seed
     started = time.perf_counter()
@@ -122,12 +127,16 @@ def train_all() -> tuple[dict, dict]:
     pairs = held_out_task.pairs(HELD_OUT, seed=HELD_OUT_SEED)
     options = {key: value for key, value in NUMBERS_TRAINING.items() if key != "steps"}
     checkpoints, histories, runs = {}, {}, {}
-    for steps in CHECKPOINT_STEPS:
-        model, history = train_model(task, steps, config=NUMBERS_CONFIG, **options)
-        checkpoints[steps], histories[steps] = half(model), history
-        runs[str(steps)] = evaluate(checkpoints[steps], task, held_out_task, pairs)
-        greedy = runs[str(steps)]["decoders"]["greedy"]["right"] / HELD_OUT
-        print(f"{steps} steps: greedy exact match {greedy:.1%} ({time.perf_counter() - started:.0f} s)", flush=True)
+    cost = encoder_decoder_step_cost(NUMBERS_CONFIG, task.source_vocab.pad_id)
+    # the training steps of every run; the decoding between them runs without gradients: not metered
+    with StepMeter(Transformer, cost) as meter:
+        for steps in CHECKPOINT_STEPS:
+            model, history = train_model(task, steps, config=NUMBERS_CONFIG, **options)
+            checkpoints[steps], histories[steps] = half(model), history
+            runs[str(steps)] = evaluate(checkpoints[steps], task, held_out_task, pairs)
+            greedy = runs[str(steps)]["decoders"]["greedy"]["right"] / HELD_OUT
+            elapsed = time.perf_counter() - started
+            print(f"{steps} steps: greedy exact match {greedy:.1%} ({elapsed:.0f} s)", flush=True)
     longest = histories[CHECKPOINT_STEPS[-1]]
     for steps, history in histories.items():  # every run is the start of the longest one
         assert history == longest[: len(history)], f"the {steps}-step run is not a prefix of the longest"
@@ -150,7 +159,7 @@ def train_all() -> tuple[dict, dict]:
         "environment": made_in,
         "seconds": time.perf_counter() - started,
     }
-    return saved, record
+    return saved, record, meter.result()
 
 
 def write(saved: dict, record: dict, folder: Path) -> None:
@@ -194,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="train again and compare")
     args = parser.parse_args(argv)
-    saved, record = train_all()
+    saved, record, throughput = train_all()
     print(f"{record['seconds'] / 60:.1f} minutes")
+    print(throughput.line("training steps"))
     if not args.check:
         write(saved, record, WEIGHTS_DIR)
         size = (WEIGHTS_DIR / WEIGHTS_FILE).stat().st_size + (WEIGHTS_DIR / RUNS_FILE).stat().st_size

@@ -8,8 +8,9 @@ thread (two threads give other floating-point sums, and on the shared 2-core dev
 5 times slower per step). Writes src/transformer_book/weights/tang_poet.pt (the weights in half
 precision, the configuration and the vocabulary's characters) and tang_poet_history.json (the loss of
 every step, the held-out perplexity of the stored weights, and 200 seeded poems written by them and
-by the untrained network; the minutes it took are printed, not
-stored, so that --check can compare the files byte for byte).
+by the untrained network). The minutes it took and the training steps' throughput (tokens/s, FLOP/s
+and MFU against a float32 peak measured in the same run: tools/throughput.py) are printed, not
+stored, so that --check can compare the files byte for byte.
 ``--steps`` and ``--out`` give a toy budget and another folder (tests/test_train_poet.py).
 """
 
@@ -30,6 +31,7 @@ SAMPLES = 200
 
 
 def train_and_write(out: Path, steps: int | None = None) -> dict:
+    from throughput import StepMeter, gpt_step_cost
     from transformer_book import (
         GPT,
         HISTORY_FILE,
@@ -37,6 +39,7 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
         POET_TRAINING,
         POET_WEIGHTS,
         GPTConfig,
+        PoemVocabulary,
         Poet,
         perplexity,
         poem_split,
@@ -45,7 +48,8 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    poet, losses = train_poet(steps=steps)
+    with StepMeter(GPT, gpt_step_cost(PoemVocabulary.specials.index("<pad>"))) as meter:
+        poet, losses = train_poet(steps=steps)
     minutes = (time.perf_counter() - started) / 60
     weights = {name: t.detach().half() for name, t in poet.model.state_dict().items()}
     stored = {"config": POET_CONFIG, "characters": poet.vocab.tokens[3:], "weights": weights}
@@ -69,7 +73,7 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
         "held_out_perplexity": round(perplexity(poet.model, poet.vocab, poem_split("held-out")), 4),
     }
     (out / HISTORY_FILE).write_text(json.dumps(history, indent=1) + "\n", encoding="utf-8")
-    return {"minutes": minutes, **history}
+    return {"minutes": minutes, "throughput": meter.result(), **history}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,11 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             f"trained in {result['minutes']:.1f} min; held-out perplexity "
             f"{result['held_out_perplexity']}; wrote {args.out / POET_WEIGHTS}"
         )
+        print(result["throughput"].line("training steps"))
         return 0
     results = []
     different = regenerate_and_compare(lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
     result = results[0]
     print(f"retrained in {result['minutes']:.1f} min")
+    print(result["throughput"].line("training steps"))
     return check_outcome(different, args.out)
 
 

@@ -28,6 +28,9 @@ with beam search. It writes
   histories, test losses and test translations (chapter 14 scores and charts them), and the
   training time (the one thing ``--check`` does not compare).
 
+It prints each run's training throughput (tokens/s, FLOP/s and MFU against a float32 peak
+measured in the same process on its one thread: tools/throughput.py), not stored.
+
 Everything is seeded and runs on the CPU with one thread per process, so a second run
 writes the same files; ``--check`` proves it.
 
@@ -54,6 +57,8 @@ from transformer_book import (
     MERGES_FILE,
     PAPER_BEAM,
     TRANSLATOR_WEIGHTS,
+    SubwordVocabulary,
+    Transformer,
     corpus_scores,
     learn_bpe,
     load_translator,
@@ -79,6 +84,8 @@ def train_run(name: str, smoothing: float, merges: list, device: str, seed: int 
 
     ``seed`` replaces the recipe's (``TRANSLATION_TRAINING["seed"]``: the shipped model's):
     the initial weights and the order of the batches."""
+    from throughput import StepMeter, encoder_decoder_step_cost
+
     torch.set_num_threads(1)
     started = time.perf_counter()
     train, dev, test = (tatoeba_split(split) for split in ("train", "dev", "test"))
@@ -94,7 +101,10 @@ def train_run(name: str, smoothing: float, merges: list, device: str, seed: int 
         }
 
     changes = {"smoothing": smoothing} if seed is None else {"smoothing": smoothing, "seed": seed}
-    averaged, last, history = train_recipe(train, merges, device=device, on_epoch=on_epoch, **changes)
+    pad_id = SubwordVocabulary.specials.index("<pad>")  # both vocabularies'
+    cost = encoder_decoder_step_cost(translation.TRANSLATION_CONFIG, pad_id)
+    with StepMeter(Transformer, cost, device) as meter:
+        averaged, last, history = train_recipe(train, merges, device=device, on_epoch=on_epoch, **changes)
     trained_seconds = time.perf_counter() - started
     averaged.model.cpu()
     last.model.cpu()
@@ -113,7 +123,14 @@ def train_run(name: str, smoothing: float, merges: list, device: str, seed: int 
         "training": trained_seconds,
         "total": time.perf_counter() - started,
     }
+    result["throughput"] = meter.result()  # printed by train_all, not recorded
     return result
+
+
+def report_throughput(runs: dict) -> None:
+    """Print each run's training throughput and take it out of the run (the record keeps none)."""
+    for name, run in runs.items():
+        print(run.pop("throughput").line(f"{name}, training steps"), flush=True)
 
 
 def train_all(device: str, seed: int | None = None) -> tuple[list, dict, dict]:
@@ -136,6 +153,7 @@ def train_all(device: str, seed: int | None = None) -> tuple[list, dict, dict]:
     for run in runs.values():
         run.pop("shipped", None)
     timing = {name: run.pop("seconds") for name, run in runs.items()}
+    report_throughput(runs)
     timing["merges"] = bpe_seconds
     timing["total"] = time.perf_counter() - started
     record = {
