@@ -25,8 +25,29 @@ fi
 # portable kernels, BOOK_NBVAL_KERNELS= runs nbval as a reader would).
 export BOOK_NBVAL_KERNELS=${BOOK_NBVAL_KERNELS-avx2}
 
-.venv/bin/jupyter-book build . --warningiserror --nitpick --keep-going --quiet
+# The book is built beside the tests, not before them: the build writes its exit status to
+# BOOK_BUILD_STATUS when it ends, and the tests that open the built pages wait for it (tests/conftest.py).
+build_log=$(mktemp)
+BOOK_BUILD_STATUS=$(mktemp -u)
+export BOOK_BUILD_STATUS
+(
+  set +e
+  .venv/bin/jupyter-book build . --warningiserror --nitpick --keep-going --quiet >"$build_log" 2>&1
+  echo $? >"$BOOK_BUILD_STATUS.part" && mv "$BOOK_BUILD_STATUS.part" "$BOOK_BUILD_STATUS"
+) &
+build=$!
 # Two pytest workers (pytest-xdist), one per core; --dist loadfile keeps each file, so each
 # notebook's cells and each module's fixtures, on one worker. PYTEST_WORKERS=0 runs in one process.
-.venv/bin/python -m pytest tests book -n "${PYTEST_WORKERS:-2}" --dist loadfile \
-  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "$@"
+# The chapters come first: the page tests, later, then rarely wait for the build.
+tests=0
+.venv/bin/python -m pytest book tests -n "${PYTEST_WORKERS:-2}" --dist loadfile \
+  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "$@" || tests=$?
+wait "$build" || true
+built=$(cat "$BOOK_BUILD_STATUS" 2>/dev/null || echo "did not end")
+if [ "$built" != 0 ]; then
+  echo "The book build (exit status $built):" >&2
+  cat "$build_log" >&2
+fi
+rm -f "$build_log" "$BOOK_BUILD_STATUS"
+[ "$built" = 0 ] || exit 1
+exit "$tests"

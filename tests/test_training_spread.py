@@ -49,7 +49,10 @@ def test_chapter_9s_check_holds_on_every_recorded_run():
 
 
 def test_chapter_12s_check_holds_on_every_recorded_run():
-    # its training cell: assert my_history[-1]["loss"] < 1.0
+    # its training cell runs the first 40 steps: assert my_history[-1]["loss"] < my_history[0]["loss"] - 1.0
+    for run in runs("numbers"):
+        assert run["loss after 40 steps"] < run["first loss"] - 1.0 - 0.3
+    # and the 120 steps of the shipped run end below 1.0 (the chapter's 'right about half the time')
     assert max(run["last loss"] for run in runs("numbers")) < 1.0 - 0.2
 
 

@@ -5,7 +5,7 @@
 
 Four chapters train models in the notebook, with a fixed seed: chapter 9 the dates model (300
 steps), chapter 11 four variants of it (80 steps each), chapter 12 the number-words model (120
-steps), chapter 15 a small GPT on the poems (40 steps). The same seed repeats a run on one machine, but another CPU or a GPU rounds differently, and
+steps; 40 of them live), chapter 15 a small GPT on the poems (40 steps). The same seed repeats a run on one machine, but another CPU or a GPU rounds differently, and
 training grows the differences; so the figure a reader sees is that run's, and what the chapter
 claims about it must hold over machines and seeds. This tool trains each run exactly as its chapter
 does, for ``--seeds`` and on each kernel path of ``KERNEL_PATHS`` (tools/notebooks.py: this CPU's own
@@ -46,11 +46,16 @@ def dates(seed: int) -> dict:
 
 
 def numbers(seed: int) -> dict:
-    """Chapter 12: NUMBERS_TRAINING (120 steps) with ``seed``; the last training loss."""
+    """Chapter 12: NUMBERS_TRAINING (120 steps) with ``seed``; the first training loss, the loss
+    after the 40 steps the chapter trains live (the same seeded run's first 40), and the last."""
     from transformer_book import NUMBERS_CONFIG, NUMBERS_TRAINING, numbers_task, train_model
 
     _, history = train_model(numbers_task(), seed=seed, device="cpu", config=NUMBERS_CONFIG, **NUMBERS_TRAINING)
-    return {"last loss": round(history[-1]["loss"], 4)}
+    return {
+        "first loss": round(history[0]["loss"], 4),
+        "loss after 40 steps": round(history[39]["loss"], 4),
+        "last loss": round(history[-1]["loss"], 4),
+    }
 
 
 def poems(seed: int) -> dict:

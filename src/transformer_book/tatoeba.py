@@ -93,6 +93,8 @@ def english_keys(sentence: str) -> set[str]:
     count, and contractions are written out.
     """
     readings = [unicodedata.normalize("NFKC", sentence).lower().replace("\u2019", "'")]
+    if "'" not in readings[0]:  # every contraction has one; most sentences have none
+        return {bare(readings[0])}
     for pattern, expansions in CONTRACTIONS:
         expanded = []
         for text in readings:
