@@ -5,7 +5,8 @@
 # %% book/20_preferences_and_rewards.ipynb, cell 14
 """Preferences (chapter 20): the rhyme checker as a reward, groups of poems sampled
 with the cache, DPO's loss on pairs of them and the loop that trains the poet on it
-(a poem's log-probability, with gradients, is in ``evaluation``; GRPO in ``rewards``)."""
+(a poem's log-probability, with gradients, is in ``evaluation``; GRPO in
+``rewards``)."""
 
 from __future__ import annotations
 
