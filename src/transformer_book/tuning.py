@@ -159,7 +159,7 @@ def shift_positions(poet: Poet, prefix: int = PREFIX) -> Poet:
     return poet
 
 
-def prompt_batch(vocab, pairs, device=None, mask_prompt=True):
+def prompt_batch(vocab, pairs, device="cpu", mask_prompt=True):
     """(tokens, labels), each (batch, seq): <s>prompt poem<s>, padded.
 
     ``labels`` are the tokens with the prompt's own tokens replaced by <pad>, which
@@ -329,7 +329,7 @@ LORA_ADAPTERS = "tang_poet_sft_lora.pt"  # the "lora" arm's A and B only
 SFT_RECORD = "tang_poet_sft_{arm}.json"
 
 
-def instructable_poet(device=None) -> Poet:
+def instructable_poet(device="cpu") -> Poet:
     """The shipped base poet made ready to read an instruction.
 
     Its vocabulary extended by 【, 】 and 　 (``extend_vocabulary``), its position rows
@@ -339,7 +339,7 @@ def instructable_poet(device=None) -> Poet:
     )
 
 
-def sft_poet(arm: str, steps=None, device=None):
+def sft_poet(arm: str, steps=None, device="cpu"):
     """Train one arm of ``SFT_ARMS`` from the shipped poet; return (Poet, losses).
 
     ``instructable_poet()``, fine-tuned on the ``SFT_PAIRS`` instruction pairs of the
@@ -388,7 +388,7 @@ def load_adapters(poet: Poet, adapters: dict, rank: int, alpha: float) -> Poet:
     return poet
 
 
-def lora_poet(device=None) -> Poet:
+def lora_poet(device="cpu") -> Poet:
     """The shipped "lora" arm: ``instructable_poet()`` with the shipped adapters
     (``LORA_ADAPTERS``, half precision, computed in float32), unmerged."""
     settings = SFT_ARMS["lora"]
