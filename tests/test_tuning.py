@@ -3,6 +3,7 @@ loss, the vocabulary extended without moving what the poet knows, and the shippe
 
 from __future__ import annotations
 
+import collections
 import copy
 
 import pytest
@@ -14,22 +15,33 @@ from transformer_book import (
     GPT,
     HELD_OUT_KEYWORDS,
     OPEN,
+    PAIR_SHARES,
     PREFIX,
     SFT_ARMS,
+    SFT_PAIRS,
     SFT_RECORD,
+    VERSE,
     GPTConfig,
+    LoRALinear,
     PoemVocabulary,
     Poet,
+    adapters_of,
+    add_lora,
+    causal_lm_loss,
     extend_vocabulary,
     follow,
     follows,
+    instructable_poet,
     instruction,
     instruction_pairs,
+    load_adapters,
     load_record,
+    lora_poet,
     poem_split,
     pretrained_poet,
     prompt_batch,
     regular_form,
+    shift_positions,
     train_sft,
 )
 
@@ -77,19 +89,25 @@ def test_pairs_are_true_of_their_poems_and_never_ask_for_a_held_out_keyword():
     pairs = instruction_pairs(poem_split("train")[:3000], 600, seed=1, held_out=HELD_OUT_KEYWORDS)
     assert len(pairs) == 600
     kinds = {"含": "keyword", "句": "verses", "藏": "acrostic"}
-    seen = set()
+    counts = collections.Counter()
     for prompt, poem in pairs:
         body = prompt.lstrip(FILLER)[1:-1]
         kind = kinds[body[0]] if body[0] in "含藏" else "verses"
         argument = {"keyword": body[1:], "acrostic": body[1:], "verses": {"四": 4, "八": 8}.get(body[0])}[kind]
         assert regular_form(poem) and follows(kind, argument, poem), (prompt, poem)
         assert kind == "verses" or not set(argument) & set(HELD_OUT_KEYWORDS)
-        seen.add(kind)
-    assert seen == set(kinds.values())
+        counts[kind] += 1
+        if kind == "keyword":  # drawn from the first verse, so that the poet learns to put it early
+            assert argument in VERSE.findall(poem)[0]
+    assert set(counts) == set(kinds.values())
+    for kind, share in PAIR_SHARES.items():
+        assert abs(counts[kind] / 600 - share) < 0.08, (kind, counts)
     with pytest.raises(ValueError, match="count"):
         instruction_pairs(poem_split("train"), 0)
     with pytest.raises(ValueError, match="no regular poem"):
         instruction_pairs(["春眠不觉晓。"], 1)
+    with pytest.raises(ValueError, match="shares must give each of"):
+        instruction_pairs(poem_split("train")[:100], 1, shares={"keyword": 1.0})
 
 
 def test_the_prompt_is_masked_and_the_poem_kept():
@@ -114,6 +132,59 @@ def test_extending_the_vocabulary_keeps_every_old_logit():
     moved = [extended.vocab.ids[token] for token in poet.vocab.tokens]
     with torch.no_grad():
         assert torch.allclose(extended.model(new)[..., moved], poet.model(old), atol=1e-6)
+
+
+def test_shifting_the_positions_moves_the_rows_past_the_prefix():
+    poet = tiny_poet()
+    before = poet.model.positions.weight.detach().clone()  # (40, 16)
+    shift_positions(poet, prefix=7)
+    after = poet.model.positions.weight
+    assert torch.equal(after[0], before[0]) and torch.equal(after[1:8], before[33:40])
+    assert torch.equal(after[8:], before[1:33])
+    for bad in (0, 39):
+        with pytest.raises(ValueError, match="prefix"):
+            shift_positions(poet, prefix=bad)
+
+
+def test_the_shifted_poet_reads_a_prompted_poem_as_the_base_reads_it_bare():
+    base, extended = pretrained_poet(), extend_vocabulary(pretrained_poet(), OPEN + CLOSE + FILLER)
+    pairs = instruction_pairs(poem_split("train")[:500], 32, seed=2, held_out=HELD_OUT_KEYWORDS)
+
+    def loss(poet, pairs):
+        tokens, labels = prompt_batch(poet.vocab, pairs)
+        with torch.no_grad():
+            return causal_lm_loss(poet.model(tokens), labels, poet.vocab.pad_id).item()
+
+    bare = loss(base, [("", poem) for _, poem in pairs])
+    unshifted = loss(extended, pairs)  # the poem 7 positions later than the poet ever saw it
+    shifted = loss(shift_positions(extended), pairs)
+    assert shifted < bare + 0.6 and unshifted > bare + 2.0, (bare, shifted, unshifted)
+
+
+def test_adapters_load_back_into_a_fresh_poet():
+    poet = extend_vocabulary(tiny_poet(), OPEN + CLOSE + FILLER)
+    fresh, spare = copy.deepcopy(poet), copy.deepcopy(poet)
+    torch.manual_seed(1)
+    add_lora(poet.model, rank=2, alpha=4)
+    with torch.no_grad():
+        for module in poet.model.modules():
+            if isinstance(module, LoRALinear):
+                module.lora_B.normal_()
+    tokens = poet.vocab.batch([QUATRAIN])
+    load_adapters(fresh, adapters_of(poet.model), rank=2, alpha=4)
+    with torch.no_grad():
+        assert torch.equal(fresh.model(tokens), poet.model(tokens))
+    with pytest.raises(ValueError, match="adapters and the model's layers differ"):
+        load_adapters(spare, {}, rank=2, alpha=4)
+
+
+def test_the_shipped_adapters_load_on_the_instructable_poet():
+    tuned, start = lora_poet(), instructable_poet()
+    record = load_record(SFT_RECORD.format(arm="lora"))
+    adapters = adapters_of(tuned.model)
+    assert sum(p["A"].numel() + p["B"].numel() for p in adapters.values()) == record["trained_parameters"]
+    assert all(pair["B"].abs().max() > 0 for pair in adapters.values())
+    assert tuned.vocab.tokens == start.vocab.tokens
 
 
 def test_sft_trains_through_the_one_loop_and_lowers_the_loss():
@@ -145,5 +216,6 @@ def test_stages_of_the_shipped_poet():
 def test_the_records_hold_what_the_recipe_says(arm):
     record = load_record(SFT_RECORD.format(arm=arm))
     assert record["arm"] == arm and record["training"] == SFT_ARMS[arm]
+    assert record["pairs"] == {**SFT_PAIRS, "shares": PAIR_SHARES}
     assert len(record["losses"]) == SFT_ARMS[arm]["steps"]
     assert record["keyword_train"]["poems"] == 100 and record["keyword_poems"]["poems"] == 200

@@ -5,15 +5,17 @@
     python tools/train_sft.py --arm lora        # LoRA of rank 8 on every linear layer: the adapters
     python tools/train_sft.py --arm full --check  # train that arm again; exit 1 unless identical
 
-The recipe is transformer_book.sft_poet (SFT_ARMS, SFT_PAIRS): seeded, on one CPU thread. Each arm
-writes src/transformer_book/weights/tang_poet_sft_ARM.json: its settings, the loss of every step,
-the number of trained parameters and, measured on the weights as shipped, the share of poems (seeds
-0-19 for each keyword, 0-9 for the verse counts and acrostics, T 0.8, top-p 0.9) that follow each
-kind of instruction and keep the regular form, and the rhyme and repeated-rhyme rates of the 200
-poems written for a keyword. "full" also writes tang_poet_sft.pt (the weights in half precision,
-as the base poet's), "lora" tang_poet_sft_lora.pt (its adapters). The minutes are printed, not
-stored, so that --check compares the files byte for byte. ``--steps`` and ``--out``: a toy budget
-and another folder (tests/test_train_sft.py).
+The recipe is transformer_book.sft_poet (SFT_ARMS, SFT_PAIRS, PAIR_SHARES): seeded, on one CPU
+thread, from instructable_poet() (the base poet, its vocabulary extended, its position rows moved
+past the prompt). Each arm writes src/transformer_book/weights/tang_poet_sft_ARM.json: its
+settings, the loss of every step, the number of trained parameters and, measured on the poet as
+the package loads it, the share of poems (seeds 0-19 for each keyword, 0-9 for the verse counts
+and acrostics, T 0.8, top-p 0.9) that follow each kind of instruction and keep the regular form,
+and the rhyme and repeated-rhyme rates of the 200 poems written for a keyword. "full" also writes
+tang_poet_sft.pt (the weights in half precision, as the base poet's: pretrained_poet(stage="sft")),
+"lora" tang_poet_sft_lora.pt (its adapters in half precision: lora_poet()). The minutes are
+printed, not stored, so that --check compares the files byte for byte. ``--steps`` and ``--out``:
+a toy budget and another folder.
 """
 
 from __future__ import annotations
@@ -73,12 +75,14 @@ def measure(poet) -> dict:
 def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
     from transformer_book import (
         LORA_ADAPTERS,
+        PAIR_SHARES,
         SFT_ARMS,
         SFT_PAIRS,
         SFT_RECORD,
         SFT_WEIGHTS,
-        LoRALinear,
-        merge_lora,
+        adapters_of,
+        instructable_poet,
+        load_adapters,
         sft_poet,
         trainable_parameters,
     )
@@ -89,26 +93,24 @@ def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
     minutes, cpu_minutes = (time.perf_counter() - started) / 60, (time.process_time() - cpu) / 60
     trained = trainable_parameters(poet.model)
     out.mkdir(parents=True, exist_ok=True)
-    if arm == "lora":
-        adapters = {
-            name: {"A": m.lora_A.detach().half(), "B": m.lora_B.detach().half()}
-            for name, m in poet.model.named_modules()
-            if isinstance(m, LoRALinear)
-        }
+    if arm == "lora":  # measured as lora_poet() loads it: the half-precision adapters
+        adapters = {n: {k: t.half() for k, t in pair.items()} for n, pair in adapters_of(poet.model).items()}
         (out / LORA_ADAPTERS).write_bytes(half_bytes(adapters))
-        merge_lora(poet.model)
-    weights = {name: t.detach().half() for name, t in poet.model.state_dict().items()}
-    if arm == "full":
-        config = {k: v for k, v in vars(poet.model.config).items() if k != "vocab_size"}
-        stored = {"config": config, "characters": poet.vocab.tokens[3:], "weights": weights}
-        (out / SFT_WEIGHTS).write_bytes(half_bytes(stored))
-    poet.model.load_state_dict({name: t.float() for name, t in weights.items()})  # as shipped
+        settings = SFT_ARMS["lora"]
+        poet = load_adapters(instructable_poet(), adapters, settings["rank"], settings["alpha"])
+    else:  # measured as pretrained_poet(stage="sft") loads it: in half precision
+        weights = {name: t.detach().half() for name, t in poet.model.state_dict().items()}
+        if arm == "full":
+            config = {k: v for k, v in vars(poet.model.config).items() if k != "vocab_size"}
+            stored = {"config": config, "characters": poet.vocab.tokens[3:], "weights": weights}
+            (out / SFT_WEIGHTS).write_bytes(half_bytes(stored))
+        poet.model.load_state_dict({name: t.float() for name, t in weights.items()})
     record = {
         "arm": arm,
         "training": {**SFT_ARMS[arm], **({"steps": steps} if steps else {})},
-        "pairs": SFT_PAIRS,
+        "pairs": {**SFT_PAIRS, "shares": PAIR_SHARES},
         "trained_parameters": trained,
-        "parameters": sum(p.numel() for p in poet.model.parameters()),
+        "parameters": sum(p.numel() for n, p in poet.model.named_parameters() if "lora_" not in n),
         "losses": [round(loss, 5) for loss in losses],
         **measure(poet),
     }

@@ -24,6 +24,7 @@ from transformer_book.poet import (
     pretrained_poet,
     regular_form,
 )
+from transformer_book.shipped import load_weights
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int, check_positive_number
 
@@ -33,6 +34,7 @@ KINDS = {"keyword": "含", "verses": "句", "acrostic": "藏"}
 VERSE_WORDS = {4: "四", 8: "八"}
 TRAIN_KEYWORDS = "月春山风花"  # asked for in training (as are thousands of others)
 HELD_OUT_KEYWORDS = "雪酒鹤舟柳"  # never asked for in training, nor as an acrostic head
+PAIR_SHARES = {"keyword": 0.6, "acrostic": 0.25, "verses": 0.15}  # of the pairs
 
 
 def instruction(kind: str, argument) -> str:
@@ -76,31 +78,40 @@ def follows(kind: str, argument, poem: str) -> bool:
 
 
 # %% book/19_instructions_and_lora.ipynb, cell 19
-def instruction_pairs(poems, count, seed=0, held_out=""):
+def instruction_pairs(poems, count, seed=0, held_out="", shares=None):
     """``count`` seeded (prompt, poem) pairs from regular poems, each poem asked for.
 
-    Each pair takes a random regular poem and one instruction the poem satisfies: a
-    keyword (one of its characters, never one of ``held_out``) half of the time, its
-    number of verses a quarter, its acrostic (a quatrain's, unless a head is in
-    ``held_out``) the rest."""
+    Each pair asks a random regular poem for one thing it does, by the ``shares`` of
+    ``PAIR_SHARES``: a keyword (a character of its first verse, never one of
+    ``held_out``), an acrostic (a quatrain's heads, none in ``held_out``) or its
+    number of verses."""
     check_positive_int("count", count)
+    shares = dict(PAIR_SHARES if shares is None else shares)
+    if sorted(shares) != sorted(KINDS) or min(shares.values()) < 0:
+        raise ValueError(f"shares must give each of {sorted(KINDS)} a share >= 0")
     regular = [poem for poem in poems if regular_form(poem)]
-    if not regular:
+    quatrains = [
+        poem
+        for poem in regular
+        if len(VERSE.findall(poem)) == 4
+        and not {verse[0] for verse in VERSE.findall(poem)} & set(held_out)
+    ]
+    if not regular or (shares["acrostic"] > 0 and not quatrains):
         raise ValueError("no regular poem to make instructions from")
     draw, pairs = random.Random(seed), []
+    kinds, weights = list(shares), list(shares.values())
     while len(pairs) < count:
-        poem = draw.choice(regular)
+        kind = draw.choices(kinds, weights)[0]
+        poem = draw.choice(quatrains if kind == "acrostic" else regular)
         verses = VERSE.findall(poem)
-        heads = "".join(verse[0] for verse in verses)
-        roll = draw.random()
-        if roll < 0.5:
-            choices = sorted(set(poem) - set("，。？") - set(held_out))
+        if kind == "keyword":
+            choices = sorted(set(verses[0]) - set("，。？") - set(held_out))
             if choices:
-                pairs.append((instruction("keyword", draw.choice(choices)), poem))
-        elif roll < 0.75:
-            pairs.append((instruction("verses", len(verses)), poem))
-        elif len(heads) == 4 and not set(heads) & set(held_out):
-            pairs.append((instruction("acrostic", heads), poem))
+                pairs.append((instruction(kind, draw.choice(choices)), poem))
+        elif kind == "acrostic":
+            pairs.append((instruction(kind, "".join(v[0] for v in verses)), poem))
+        else:
+            pairs.append((instruction(kind, len(verses)), poem))
     return pairs
 
 
@@ -130,7 +141,25 @@ def extend_vocabulary(poet: Poet, characters: str) -> Poet:
     return Poet(extended.eval(), vocab)
 
 
-def prompt_batch(vocab, pairs, device=None, mask_prompt=True):
+@torch.no_grad()
+def shift_positions(poet: Poet, prefix: int = PREFIX) -> Poet:
+    """Move ``poet``'s learned position rows so that a poem read after a prefix of
+    ``prefix`` characters sits at the positions it was trained at (in place).
+
+    Row 0 (<s>) stays; the prefix takes the table's last rows, which no poem reached
+    (untrained); rows 1, 2, ... move to ``prefix`` + 1, ``prefix`` + 2, ...; the poem's
+    end past the table's length is cut off (the poet's poems fit with 15 rows left)."""
+    table = poet.model.positions.weight  # (max_len, d_model)
+    size = table.size(0)
+    check_positive_int("prefix", prefix)
+    if prefix >= size - 1:
+        raise ValueError(f"prefix must be below {size - 1} positions; got {prefix}")
+    order = [0, *range(size - prefix, size), *range(1, size - prefix)]
+    table.copy_(table[torch.tensor(order, device=table.device)].clone())
+    return poet
+
+
+def prompt_batch(vocab, pairs, device="cpu", mask_prompt=True):
     """(tokens, labels), each (batch, seq): <s>prompt poem<s>, padded.
 
     ``labels`` are the tokens with the prompt's own tokens replaced by <pad>, which
@@ -143,7 +172,7 @@ def prompt_batch(vocab, pairs, device=None, mask_prompt=True):
     return tokens, labels
 
 
-# %% book/19_instructions_and_lora.ipynb, cell 22
+# %% book/19_instructions_and_lora.ipynb, cell 25
 def train_sft(poet, pairs, steps, batch_size=32, lr=1e-3, seed=0, mask_prompt=True):
     """Fine-tune ``poet.model`` on (prompt, poem) pairs; return the loss of every step.
 
@@ -201,7 +230,7 @@ def follow_rate(poet: Poet, kind: str, arguments, seeds) -> dict:
     )
 
 
-# %% book/19_instructions_and_lora.ipynb, cell 26
+# %% book/19_instructions_and_lora.ipynb, cell 29
 class LoRALinear(nn.Module):
     """A frozen ``nn.Linear`` plus a trained low-rank update, as ``peft`` writes it.
 
@@ -284,15 +313,15 @@ def trainable_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-# %% book/19_instructions_and_lora.ipynb, cell 34
+# %% book/19_instructions_and_lora.ipynb, cell 37
 # How tools/train_sft.py teaches the shipped poet (each arm in at most 4 minutes on one
 # CPU thread): the pairs and each arm's settings.
-SFT_PAIRS = dict(count=20000, seed=0)
+SFT_PAIRS = dict(count=20000, seed=0)  # with PAIR_SHARES
 SFT_ARMS = {
-    "full": dict(steps=400, batch_size=32, lr=3e-3, seed=0, mask_prompt=True),
-    "unmasked": dict(steps=400, batch_size=32, lr=3e-3, seed=0, mask_prompt=False),
+    "full": dict(steps=900, batch_size=16, lr=3e-3, seed=0, mask_prompt=True),
+    "unmasked": dict(steps=900, batch_size=16, lr=3e-3, seed=0, mask_prompt=False),
     "lora": dict(
-        steps=400, batch_size=32, lr=1e-2, seed=0, mask_prompt=True, rank=8, alpha=16
+        steps=900, batch_size=16, lr=1e-2, seed=0, mask_prompt=True, rank=8, alpha=16
     ),
 }
 SFT_WEIGHTS = POET_STAGES["sft"]  # the "full" arm, in half precision
@@ -300,12 +329,22 @@ LORA_ADAPTERS = "tang_poet_sft_lora.pt"  # the "lora" arm's A and B only
 SFT_RECORD = "tang_poet_sft_{arm}.json"
 
 
-def sft_poet(arm: str, steps=None, device=None):
+def instructable_poet(device="cpu") -> Poet:
+    """The shipped base poet made ready to read an instruction.
+
+    Its vocabulary extended by 【, 】 and 　 (``extend_vocabulary``), its position rows
+    moved past the prefix (``shift_positions``): what every arm starts from."""
+    return shift_positions(
+        extend_vocabulary(pretrained_poet(device), OPEN + CLOSE + FILLER)
+    )
+
+
+def sft_poet(arm: str, steps=None, device="cpu"):
     """Train one arm of ``SFT_ARMS`` from the shipped poet; return (Poet, losses).
 
-    The shipped base poet, its vocabulary extended by 【, 】 and 　, fine-tuned on the
-    ``SFT_PAIRS`` instruction pairs of the training poems (no held-out keyword); the
-    "lora" arm trains only adapters of rank 8 on every linear layer (merged after)."""
+    ``instructable_poet()``, fine-tuned on the ``SFT_PAIRS`` instruction pairs of the
+    training poems (no held-out keyword); the "lora" arm trains only adapters of rank
+    8 on every linear layer (left unmerged)."""
     if arm not in SFT_ARMS:
         raise ValueError(f"arm must be one of {sorted(SFT_ARMS)}; got {arm!r}")
     settings = dict(SFT_ARMS[arm])
@@ -315,12 +354,47 @@ def sft_poet(arm: str, steps=None, device=None):
     pairs = instruction_pairs(
         poem_split("train"), held_out=HELD_OUT_KEYWORDS, **SFT_PAIRS
     )
-    poet = extend_vocabulary(pretrained_poet(device), OPEN + CLOSE + FILLER)
+    poet = instructable_poet(device)
     torch.manual_seed(settings["seed"])
     if rank is not None:
         add_lora(poet.model, rank, alpha)
     losses = train_sft(poet, pairs, **settings)
     return poet, losses
+
+
+def adapters_of(model: nn.Module) -> dict:
+    """{layer name: {"A": lora_A, "B": lora_B}} of every LoRALinear of ``model``."""
+    return {
+        name: {"A": module.lora_A.detach(), "B": module.lora_B.detach()}
+        for name, module in model.named_modules()
+        if isinstance(module, LoRALinear)
+    }
+
+
+@torch.no_grad()
+def load_adapters(poet: Poet, adapters: dict, rank: int, alpha: float) -> Poet:
+    """Wrap ``poet``'s linear layers in LoRALinear and set their A and B (in place).
+
+    ``adapters`` as ``adapters_of`` returns them; every wrapped layer needs its pair."""
+    add_lora(poet.model, rank, alpha)
+    wrapped = adapters_of(poet.model)
+    if sorted(wrapped) != sorted(adapters):
+        missing = sorted(set(wrapped) ^ set(adapters))
+        raise ValueError(f"adapters and the model's layers differ: {missing[:3]}")
+    for name, module in poet.model.named_modules():
+        if isinstance(module, LoRALinear):
+            module.lora_A.copy_(adapters[name]["A"])
+            module.lora_B.copy_(adapters[name]["B"])
+    return poet
+
+
+def lora_poet(device="cpu") -> Poet:
+    """The shipped "lora" arm: ``instructable_poet()`` with the shipped adapters
+    (``LORA_ADAPTERS``, half precision, computed in float32), unmerged."""
+    settings = SFT_ARMS["lora"]
+    adapters = load_weights(LORA_ADAPTERS)
+    poet = instructable_poet(device)
+    return load_adapters(poet, adapters, settings["rank"], settings["alpha"])
 
 
 # %% the names this module exports (generated)
@@ -332,6 +406,7 @@ __all__ = [
     "LORA_ADAPTERS",
     "LORA_TARGETS",
     "OPEN",
+    "PAIR_SHARES",
     "PREFIX",
     "SFT_ARMS",
     "SFT_PAIRS",
@@ -340,16 +415,21 @@ __all__ = [
     "TRAIN_KEYWORDS",
     "VERSE_WORDS",
     "LoRALinear",
+    "adapters_of",
     "add_lora",
     "extend_vocabulary",
     "follow",
     "follow_rate",
     "follows",
+    "instructable_poet",
     "instruction",
     "instruction_pairs",
+    "load_adapters",
+    "lora_poet",
     "merge_lora",
     "prompt_batch",
     "sft_poet",
+    "shift_positions",
     "train_sft",
     "trainable_parameters",
 ]
