@@ -45,6 +45,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``cost`` (chapter 18): What training costs
 - ``rhyme`` (chapter 19): Rhyme
 - ``tuning`` (chapter 19): Teaching the poet
+- ``lora`` (chapter 19): Low-rank adapters
 - ``preference`` (chapter 20): Preferences
 - ``rewards`` (chapter 20): A verifiable reward
 """
@@ -71,6 +72,7 @@ from transformer_book import (
     generator,
     gpt,
     hf_parity,
+    lora,
     masking,
     model,
     modern,
@@ -108,6 +110,7 @@ from transformer_book.feed_forward import *
 from transformer_book.generator import *
 from transformer_book.gpt import *
 from transformer_book.hf_parity import *
+from transformer_book.lora import *
 from transformer_book.masking import *
 from transformer_book.model import *
 from transformer_book.modern import *
@@ -166,6 +169,7 @@ __all__ = (
     + cost.__all__
     + rhyme.__all__
     + tuning.__all__
+    + lora.__all__
     + preference.__all__
     + rewards.__all__
 )

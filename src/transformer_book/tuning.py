@@ -5,11 +5,11 @@
 # %% book/19_instructions_and_lora.ipynb, cell 18
 """Teaching the poet (chapter 19): instructions written as a prefix of reserved
 characters, supervised fine-tuning (SFT) with the prompt masked out of the loss, and
-low-rank adapters (LoRA), all trained by chapter 9's one loop."""
+low-rank adapters (LoRA, whose layer is in ``lora``), all trained by chapter 9's one
+loop."""
 
 from __future__ import annotations
 
-import math
 import random
 
 import torch
@@ -26,7 +26,7 @@ from transformer_book.poet import (
 )
 from transformer_book.shipped import load_weights
 from transformer_book.training import training_steps
-from transformer_book.validation import check_positive_int, check_positive_number
+from transformer_book.validation import check_positive_int
 
 OPEN, CLOSE, FILLER = "【", "】", "　"  # reserved: no poem contains them
 PREFIX = 7  # every instruction fills 7 characters: the poem always starts at position 8
@@ -230,90 +230,9 @@ def follow_rate(poet: Poet, kind: str, arguments, seeds) -> dict:
     )
 
 
-# %% book/19_instructions_and_lora.ipynb, cell 29
-class LoRALinear(nn.Module):
-    """A frozen ``nn.Linear`` plus a trained low-rank update, as ``peft`` writes it.
-
-    y = base(x) + (alpha / rank) * x A^T B^T, with ``lora_A`` (rank, in) initialised
-    Kaiming-uniform (a = sqrt 5, so bounds ±1/sqrt(in)) and ``lora_B`` (out, rank) zero:
-    the wrapped layer computes exactly what ``base`` does until B moves."""
-
-    def __init__(self, base: nn.Linear, rank: int, alpha: float):
-        super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(f"base must be an nn.Linear; got {type(base).__name__}")
-        check_positive_int("rank", rank)
-        check_positive_number("alpha", alpha)
-        self.base, self.rank, self.alpha = base, rank, alpha
-        self.scale = alpha / rank
-        for parameter in base.parameters():
-            parameter.requires_grad_(False)
-        like = dict(dtype=base.weight.dtype, device=base.weight.device)
-        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, **like))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, **like))
-        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # as nn.Linear and peft
-
-    @property
-    def weight(self) -> torch.Tensor:  # the frozen weight (its dtype is checked)
-        return self.base.weight
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
-        return self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scale
-
-    def merged_weight(self) -> torch.Tensor:
-        """W + (alpha / rank) B A: one matrix that computes what the pair computes."""
-        return self.base.weight + self.scale * (self.lora_B @ self.lora_A)
-
-
-LORA_TARGETS = (
-    "query_proj",
-    "key_proj",
-    "value_proj",
-    "output_proj",
-    "expand",
-    "contract",
-)
-
-
-def add_lora(model: nn.Module, rank: int, alpha: float, targets=LORA_TARGETS):
-    """Freeze ``model`` and wrap each linear layer named in ``targets`` in a LoRALinear.
-
-    Returns the model (changed in place); only the adapters' A and B train."""
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    chosen = [
-        (name, module)
-        for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in targets
-    ]
-    if not chosen:
-        raise ValueError(f"no nn.Linear of the model is named one of {targets}")
-    for name, module in chosen:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        setattr(parent, child, LoRALinear(module, rank, alpha))
-    return model
-
-
-@torch.no_grad()
-def merge_lora(model: nn.Module) -> nn.Module:
-    """Replace every LoRALinear of ``model`` by an nn.Linear of its merged weight."""
-    wrapped = [(n, m) for n, m in model.named_modules() if isinstance(m, LoRALinear)]
-    for name, module in wrapped:
-        merged = module.base
-        merged.weight.copy_(module.merged_weight())
-        parent_name, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent_name), child, merged)
-    for parameter in model.parameters():
-        parameter.requires_grad_(True)
-    return model
-
-
-def trainable_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 # %% book/19_instructions_and_lora.ipynb, cell 37
+from transformer_book.lora import LoRALinear, add_lora
+
 # How tools/train_sft.py teaches the shipped poet (each arm in at most 4 minutes on one
 # CPU thread): the pairs and each arm's settings.
 SFT_PAIRS = dict(count=20000, seed=0)  # with PAIR_SHARES
@@ -404,7 +323,6 @@ __all__ = [
     "HELD_OUT_KEYWORDS",
     "KINDS",
     "LORA_ADAPTERS",
-    "LORA_TARGETS",
     "OPEN",
     "PAIR_SHARES",
     "PREFIX",
@@ -414,9 +332,7 @@ __all__ = [
     "SFT_WEIGHTS",
     "TRAIN_KEYWORDS",
     "VERSE_WORDS",
-    "LoRALinear",
     "adapters_of",
-    "add_lora",
     "extend_vocabulary",
     "follow",
     "follow_rate",
@@ -426,10 +342,8 @@ __all__ = [
     "instruction_pairs",
     "load_adapters",
     "lora_poet",
-    "merge_lora",
     "prompt_batch",
     "sft_poet",
     "shift_positions",
     "train_sft",
-    "trainable_parameters",
 ]
