@@ -115,13 +115,6 @@ def device_from(name: str) -> torch.device:
     return torch.device(name)
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def cpu_name() -> str:
     """The CPU's model name (Linux's /proc/cpuinfo), else what platform knows."""
     try:
@@ -219,7 +212,7 @@ class Arm:
         return contextlib.nullcontext()
 
     def step(self, tokens, pad_id: int, config) -> None:
-        from transformer_book import causal_lm_loss, flops_per_token
+        from transformer_book import causal_lm_loss, flops_per_token, synchronize
 
         if self.pad_to is not None:
             tokens = torch.nn.functional.pad(tokens, (0, self.pad_to - tokens.size(1)), value=pad_id)

@@ -35,7 +35,7 @@ import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from transformer_book import GPT, encoder_decoder_flops, flops_per_token, matmul_peak, mfu
+from transformer_book import GPT, encoder_decoder_flops, flops_per_token, matmul_peak, mfu, synchronize
 
 PEAK_SIZE: int | None = None  # matmul_peak's default: 1,024 on the CPU, 4,096 on a GPU
 
@@ -110,13 +110,6 @@ class Throughput:
         )
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 class StepMeter:
     """Meter the training steps of the models of ``model_class`` run while it is active.
 
@@ -144,7 +137,7 @@ class StepMeter:
         if not (isinstance(module, self.model_class) and module.training and torch.is_grad_enabled()):
             return
         if self._started is None:
-            _synchronize(self.device)
+            synchronize(self.device)
             self._started = time.perf_counter()
         flops, tokens = self.cost(module, args)
         self._pending = (self._pending[0] + flops, self._pending[1] + tokens)
@@ -152,7 +145,7 @@ class StepMeter:
     def _stepped(self, optimizer, args, kwargs) -> None:
         if self._started is None:
             return  # not a step of the metered model
-        _synchronize(self.device)
+        synchronize(self.device)
         self.seconds += time.perf_counter() - self._started
         self.flops += self._pending[0]
         self.tokens += self._pending[1]

@@ -127,8 +127,7 @@ def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES) -> list[dict]:
 def train_arm(arm: dict, poems, held_out, vocab, device=None) -> tuple[float, float]:
     """Train one arm with the poet's recipe on ``device`` (float32, TF32 off): its mean held-out
     cross-entropy per token, and the seconds its training took."""
-    from speed_ladder import synchronize
-    from transformer_book import GPT, poem_losses, train_lm
+    from transformer_book import GPT, poem_losses, synchronize, train_lm
 
     device = torch.device("cpu") if device is None else torch.device(device)
     torch.manual_seed(SEED)
@@ -280,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-budget", type=float, default=HELD_OUT_BUDGET)
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
     args = parser.parse_args(argv)
-    from speed_ladder import device_from, machine, synchronize
+    from speed_ladder import device_from, machine
+    from transformer_book import synchronize
 
     device = device_from(args.device)
     torch.set_num_threads(1)

@@ -181,7 +181,9 @@ import time
 from transformer_book.validation import check_positive_number
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work: a GPU runs asynchronously, so a clock read
+    without this times the launch, not the work (the CPU needs no wait)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -231,11 +233,11 @@ def matmul_peak(
     b = torch.randn(size, size, device=device).to(dtype)
 
     def seconds(count: int) -> float:
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(count):
             a @ b
-        _synchronize(device)
+        synchronize(device)
         return time.perf_counter() - start
 
     seconds(1)  # warm-up
@@ -267,4 +269,5 @@ __all__ = [
     "has_bf16_matmul",
     "matmul_peak",
     "mfu",
+    "synchronize",
 ]
