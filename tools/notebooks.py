@@ -493,6 +493,20 @@ def regenerate_and_compare(
         return differing_files(Path(folder), committed, compare, paths)
 
 
+def train_or_check(check: bool, out: Path, train: Callable[[Path], dict], summary: Callable[[dict], str]) -> int:
+    """A training tool's two modes, its exit status: ``train(out)`` and print ``summary`` of what it
+    returned; or, with ``check``, ``train`` again into a temporary folder, print the retrained run's
+    ``summary`` and compare every file it wrote with ``out``'s (``check_outcome``)."""
+    if not check:
+        print(summary(train(out)))
+        print(f"wrote {out}")
+        return 0
+    results = []
+    different = regenerate_and_compare(lambda folder: results.append(train(folder)), out)
+    print("retrained: " + summary(results[0]))
+    return check_outcome(different, out)
+
+
 def check_outcome(
     different: list[str], committed: object, same: str = "identical", recorded: Mapping | None = None
 ) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, check_outcome, regenerate_and_compare
+from notebooks import REPO_ROOT, train_or_check
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SEEDS = range(200)
@@ -85,22 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
-    if not args.check:
-        result = train_and_write(args.arm, args.out, args.steps)
+
+    def summary(result: dict) -> str:
         tuned, base = result["tuned"], result["base"]
-        print(
+        return (
             f"{args.arm}: trained in {result['minutes']:.1f} min ({result['cpu_minutes']:.1f} min of CPU); "
             f"rhyme {base['rhyme']:.1%} -> {tuned['rhyme']:.1%}, repeated {tuned['repeated']:.1%}, "
             f"form {tuned['form']:.1%}, held-out perplexity {base['held_out_perplexity']:.2f} -> "
-            f"{tuned['held_out_perplexity']:.2f}; wrote {args.out}"
+            f"{tuned['held_out_perplexity']:.2f}"
         )
-        return 0
-    results = []
-    different = regenerate_and_compare(
-        lambda folder: results.append(train_and_write(args.arm, folder, args.steps)), args.out
-    )
-    print(f"retrained in {results[0]['minutes']:.1f} min")
-    return check_outcome(different, args.out)
+
+    return train_or_check(args.check, args.out, lambda out: train_and_write(args.arm, out, args.steps), summary)
 
 
 if __name__ == "__main__":

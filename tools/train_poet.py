@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, check_outcome, regenerate_and_compare
+from notebooks import REPO_ROOT, train_or_check
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SAMPLES = 200
@@ -82,22 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
-    from transformer_book import POET_WEIGHTS
 
-    if not args.check:
-        result = train_and_write(args.out, args.steps)
-        print(
-            f"trained in {result['minutes']:.1f} min; held-out perplexity "
-            f"{result['held_out_perplexity']}; wrote {args.out / POET_WEIGHTS}"
+    def summary(result: dict) -> str:
+        return (
+            f"trained in {result['minutes']:.1f} min; held-out perplexity {result['held_out_perplexity']}\n"
+            + result["throughput"].line("training steps")
         )
-        print(result["throughput"].line("training steps"))
-        return 0
-    results = []
-    different = regenerate_and_compare(lambda folder: results.append(train_and_write(folder, args.steps)), args.out)
-    result = results[0]
-    print(f"retrained in {result['minutes']:.1f} min")
-    print(result["throughput"].line("training steps"))
-    return check_outcome(different, args.out)
+
+    return train_or_check(args.check, args.out, lambda out: train_and_write(out, args.steps), summary)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, check_outcome, regenerate_and_compare
+from notebooks import REPO_ROOT, train_or_check
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SEEDS, FEW_SEEDS = range(20), range(10)
@@ -130,20 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
-    if not args.check:
-        result = train_and_write(args.arm, args.out, args.steps)
-        print(
-            f"{args.arm}: trained in {result['minutes']:.1f} min ({result['cpu_minutes']:.1f} min of CPU), measured in {result['total_minutes']:.1f} min "
-            f"in all; keyword {result['keyword_train']['follow']:.2f} (held out "
-            f"{result['keyword_held_out']['follow']:.2f}); wrote {args.out}"
+
+    def summary(result: dict) -> str:
+        return (
+            f"{args.arm}: trained in {result['minutes']:.1f} min ({result['cpu_minutes']:.1f} min of CPU), "
+            f"measured in {result['total_minutes']:.1f} min in all; keyword "
+            f"{result['keyword_train']['follow']:.2f} (held out {result['keyword_held_out']['follow']:.2f})"
         )
-        return 0
-    results = []
-    different = regenerate_and_compare(
-        lambda folder: results.append(train_and_write(args.arm, folder, args.steps)), args.out
-    )
-    print(f"retrained in {results[0]['minutes']:.1f} min ({results[0]['total_minutes']:.1f} min in all)")
-    return check_outcome(different, args.out)
+
+    return train_or_check(args.check, args.out, lambda out: train_and_write(args.arm, out, args.steps), summary)
 
 
 if __name__ == "__main__":
