@@ -98,3 +98,18 @@ def test_bad_arguments_are_refused(capsys):
     with pytest.raises(SystemExit):
         tool.main(["--arm", "grpo", "--seed", "-1"])
     assert "--seed must be 0 or more; got -1" in capsys.readouterr().err
+
+
+def test_a_run_on_a_gpu_keeps_to_its_device(toy, tmp_path):
+    """On a simulated GPU (tests/device_sim.py: a tensor on two devices in one operation, or float64 on
+    MPS, raises as on the real one): the tool's "auto" picks it, trains there and writes CPU tensors."""
+    from device_sim import simulate
+
+    with simulate("cuda"):
+        result = tool.train_and_write("grpo", tmp_path, steps=1, device="auto")
+    assert result["device"] == "cuda" and result["tuned"]["held_out_perplexity"] > 1
+    stored = torch.load(tmp_path / "tang_poet_grpo.pt")
+    assert all(t.device.type == "cpu" and t.dtype == torch.float16 for t in stored["weights"].values())
+    with simulate("mps"):
+        poet, history = transformer_book.tuned_poet("dpo", steps=1, device="mps", settings=TOY["dpo"])
+    assert next(poet.model.parameters()).device.type == "mps" and len(history) == 1
