@@ -27,39 +27,45 @@ and tang_poet_ARM.pt, the weights in half precision as the base poet's. The minu
 stored, so that --check compares the files byte for byte (on the device that wrote them: a GPU's kernels
 round otherwise). ``--steps`` and ``--out``: a toy budget and another folder (tests/test_train_grpo.py).
 
-Budget. Measured on 2026-11-28 on the 2-core Xeon, one thread, with the machine's load average near 7 (two
-other trainings and other jobs beside it: an upper bound), 8 steps of each arm at its PREFERENCE_ARMS
-settings: one GRPO step (a round of 4 groups of 8 poems drawn with the cache serves 2 steps) took 1.7 to 2.7 s
-a step, with beta 0 the same work; one DPO step (16 pairs) 0.5 s, after 76 s to draw the 512 pairs (about
-1,150 poems); measuring one poet (200 poems written one by one, 1,000 held-out poems scored) 53 s, twice a
-run. A full run (200 steps) on one thread of this CPU: GRPO and GRPO without KL each 6 to 9 minutes of
-training and 2 of measuring, DPO 3 of training (the pairs included) and 2 of measuring; three seeds of the
-three arms, about 60 minutes. Not run here on a GPU: ``--device cuda`` moves the poet and its batches there
-(the poems are still drawn with a seeded generator on the CPU).
+Budget. Measured on 2026-11-28 on the 2-core Xeon, one thread, beside other jobs (load average 5 to 7:
+upper bounds, spread by the load), at each arm's PREFERENCE_ARMS settings: one GRPO step (a round of 4
+groups of 8 poems drawn with the cache serves 2 steps) took 0.9 to 2.7 s (runs of 8 and of 48 steps; beta 0
+is the same work); one DPO step (16 pairs) 0.5 s, after 76 s to draw the 512 pairs (about 1,150 poems);
+measuring one poet (200 poems written one by one, 1,000 held-out poems scored) 53 s, twice a run. A full
+run (200 steps) on one thread of this CPU: GRPO and GRPO without KL each 3 to 9 minutes of training and 2
+of measuring, DPO 3 of training (the pairs included) and 2 of measuring; the three arms on three seeds,
+under an hour. Not run here on a GPU: ``--device cuda`` moves the poet and its batches there (the poems
+are still drawn with a seeded generator on the CPU).
 
-Goals proposed for the full runs (not met: no full run has been made). The base poet, by this tool's
-measure (200 seeded poems, 2026-11-28): rhyme 44.5% (not the 9% issue 43 assumed), repeated rhyme
-character 21.5%, rhymed by a repeat 14.0% (so 30.5% rhyme without one), form 99.5%, no repeated verse, every
-verse and poem distinct, 0.08% of verses copied, held-out perplexity 91.45. A share of 200 poems has a
-sampling error near 3.5 points, so a goal's margin is several of them, and a bound on a hacking measure
-allows 5 points (under 2 such errors) above the base poet's:
+Where the goals start. The base poet by this tool's measure (200 seeded poems, 2026-11-28): rhyme 44.5%
+(not the 9% issue 43 assumed), repeated rhyme character 21.5%, rhymed by a repeat 14.0% (so 30.5% rhyme
+without one), form 99.5%, no repeated verse, every verse and poem distinct, 0.08% of verses copied,
+held-out perplexity 91.45. A pilot (seed 0, 48 of the 200 steps, the same measures, 2026-11-28; not a
+result): GRPO rhyme 87.5%, rhymed by a repeat 23.0%, repeated 25.5%, held-out perplexity 99.89 (+9.2%);
+GRPO without KL 94.0%, 20.5%, 20.5%, 103.63 (+13.3%); form 99.5% and no repeated, copied or duplicate
+verse in both. So rhyme climbs fast, and the hacking and the drift from the language show within 48
+steps: the full recipe will likely overshoot the bounds below, and the levers are fewer steps, a larger
+beta, or a reward that does not pay for a repeated rhyme character (chapter 20's open exercise).
 
-* rhyme: at least 15 points above the base poet's on each of 3 seeds (0, 1, 2: at least 59.5%), the mean of
-  the three at least 20 points above (at least 64.5%);
+Goals proposed for the full runs (none met: no full run has been made). A share of 200 poems has a
+sampling error near 3.5 points, so a lift is asked with a margin of several, and a hacking measure may
+exceed the base poet's by 5 points (under two such errors):
+
+* rhyme: at least 70% on each of 3 seeds (0, 1, 2), the mean of the three at least 75% (base 44.5%);
 * the lift is rhyme, not repetition: rhyme without a repeated rhyme character (``rhyme`` less
-  ``rhymed_by_repeat``) at least 10 points above the base poet's 30.5% on each seed; ``rhymed_by_repeat``
-  and ``repeated`` at most 5 points above the base poet's on each seed (19.0% and 26.5%);
-* the language kept, on each seed: form at least 97%; ``repeated_verse`` at most 2%; ``distinct_verses``
-  and ``distinct_poems`` at least 95%; ``copied_verses`` at most 1%; held-out perplexity at most 5% above
-  the base poet's (at most 96.0);
-* the KL term: GRPO without it, the same seeds and budget, reported beside GRPO; the KL term is said to buy
+  ``rhymed_by_repeat``) at least 55% on each seed (base 30.5%); ``rhymed_by_repeat`` and ``repeated`` at
+  most 5 points above the base poet's on each seed (at most 19.0% and 26.5%);
+* the language kept, on each seed: held-out perplexity at most 5% above the base poet's (at most 96.0);
+  form at least 97%; ``repeated_verse`` at most 2%; ``distinct_verses`` and ``distinct_poems`` at least
+  95%; ``copied_verses`` at most 1%;
+* the KL term: GRPO without it, same seeds and budget, reported beside GRPO; the term is said to buy
   something only where GRPO's held-out perplexity, or its ``rhymed_by_repeat``, is below that of the arm
   without it on all three seeds;
-* DPO: the same measures on the same seeds, reported beside GRPO, held to the language bounds above, and
+* DPO: the same measures on the same seeds beside GRPO, held to the same repeat and language bounds and
   to rhyme at least 10 points above the base poet's on each seed (it learns from a fixed set of the base
   poet's pairs, GRPO from its own new poems);
-* each run's training at most 10 minutes on one thread of the 2-core CPU (GRPO's measured 6 to 9 under
-  load is close: say the load beside the minutes); ``--check`` reproduces seed 0 of each arm byte for byte.
+* each run's training at most 10 minutes on one thread of the 2-core CPU (say the load beside the
+  minutes); ``--check`` reproduces seed 0 of each arm byte for byte.
 """
 
 from __future__ import annotations
