@@ -42,10 +42,12 @@ Where the goals start. The base poet by this tool's measure (200 seeded poems, 2
 without one), form 99.5%, no repeated verse, every verse and poem distinct, 0.08% of verses copied,
 held-out perplexity 91.45. A pilot (seed 0, 48 of the 200 steps, the same measures, 2026-11-28; not a
 result): GRPO rhyme 87.5%, rhymed by a repeat 23.0%, repeated 25.5%, held-out perplexity 99.89 (+9.2%);
-GRPO without KL 94.0%, 20.5%, 20.5%, 103.63 (+13.3%); form 99.5% and no repeated, copied or duplicate
-verse in both. So rhyme climbs fast, and the hacking and the drift from the language show within 48
-steps: the full recipe will likely overshoot the bounds below, and the levers are fewer steps, a larger
-beta, or a reward that does not pay for a repeated rhyme character (chapter 20's open exercise).
+GRPO without KL 94.0%, 20.5%, 20.5%, 103.63 (+13.3%); both form 99.5%, no repeated, copied or duplicate
+verse. DPO (48 steps on its 512 pairs): rhyme 64.0%, rhymed by a repeat 6.5%, repeated 6.5%, form 87.0%,
+held-out perplexity 105.82 (+15.7%). So rhyme climbs fast, and the hacking (GRPO) or the loss of form
+(DPO) and the drift from the language show within 48 steps: the full recipe will likely overshoot the
+bounds below, and the levers are fewer steps, a larger beta, or a reward that does not pay for a repeated
+rhyme character (chapter 20's open exercise).
 
 Goals proposed for the full runs (none met: no full run has been made). A share of 200 poems has a
 sampling error near 3.5 points, so a lift is asked with a margin of several, and a hacking measure may
