@@ -42,7 +42,7 @@ def test_a_toy_grpo_run_writes_its_record_and_check_reproduces_it(toy, tmp_path)
     record = json.loads((tmp_path / "tang_poet_grpo_no_kl.json").read_text(encoding="utf-8"))
     assert record["training"]["steps"] == 1 and len(record["history"]) == 1
     assert record["training"]["beta"] == 0.0 and record["training"]["seed"] == 0 and record["device"] == "cpu"
-    assert set(record["history"][0]) >= {"reward", "kl", "clipped", "flat_groups", "loss"}
+    assert set(record["history"][0]) >= {"reward", "form", "repeated", "kl", "clipped", "flat_groups", "loss"}
     for stage in ("tuned", "base"):
         assert set(record[stage]) == MEASURES
         assert len(record[stage]["samples"]) == 2 and record[stage]["held_out_perplexity"] > 1

@@ -26,6 +26,7 @@ from transformer_book.preference import (
     sample_group,
     train_dpo,
 )
+from transformer_book.rhyme import repeats_rhyme
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int
 
@@ -168,6 +169,7 @@ def grpo_round(
     record = dict(
         reward=scores.mean().item(),
         form=sum(map(regular_form, poems)) / len(poems),
+        repeated=sum(map(repeats_rhyme, poems)) / len(poems),  # the hack to watch
         flat_groups=int(flat.sum()),
     )
     batch = tokens, response_mask(tokens, end), advantages[kept].to(tokens.device)
