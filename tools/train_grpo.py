@@ -12,8 +12,8 @@ the package would ship), on one CPU thread, from the base poet. Each arm writes
 src/transformer_book/weights/tang_poet_ARM.json (tang_poet_ARM_seedN.json for seed N > 0): its settings
 (with the seed and the device), the history of every step (loss; for GRPO the round's mean reward, form,
 share of repeated rhyme characters, flat groups, KL and clipped share; for DPO the rewards and their
-accuracy) and, measured on the weights as
-shipped, beside the same measures of the base poet, on 200 seeded poems (seeds 0-199, T 0.8, top-p 0.9):
+accuracy) and, measured on the weights as shipped, beside the same measures of the base poet, on 200
+seeded poems (seeds 0-199, T 0.8, top-p 0.9):
 
 * ``rhyme``: the share that rhyme (the reward's rule, chapter 19's checker);
 * ``repeated``: the share that close two even verses on one character (重韵), and ``rhymed_by_repeat``,
