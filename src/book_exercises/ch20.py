@@ -124,24 +124,10 @@ def _cdpo(pc, pr, rc, rr, beta, eps):
         ),
     ],
 )
-def cdpo_loss(
-    policy_chosen,
-    policy_rejected,
-    reference_chosen,
-    reference_rejected,
-    beta,
-    smoothing,
-):
+def cdpo_loss(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta, smoothing):
     """DPO's loss when a share ``smoothing`` of the labels may be wrong: the mean over pairs of
     -(1 - smoothing) log sigmoid(beta h) - smoothing log sigmoid(-beta h)."""
-    return _cdpo(
-        policy_chosen,
-        policy_rejected,
-        reference_chosen,
-        reference_rejected,
-        beta,
-        smoothing,
-    )
+    return _cdpo(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta, smoothing)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -227,47 +227,24 @@ def llama_parameter_pairs(ours: ModernDecoder, theirs) -> list[tuple]:
 
     (our name, our parameter, their parameter) for every weight: the two
     models keep the same matrices in the same layout, under other names."""
+    # a layer's weights: our name -> the name in a Llama decoder layer
+    layer_names = {
+        "attention_norm.gamma": "input_layernorm.weight",
+        "self_attn.query_proj.weight": "self_attn.q_proj.weight",
+        "self_attn.key_proj.weight": "self_attn.k_proj.weight",
+        "self_attn.value_proj.weight": "self_attn.v_proj.weight",
+        "self_attn.output_proj.weight": "self_attn.o_proj.weight",
+        "ffn_norm.gamma": "post_attention_layernorm.weight",
+        "feed_forward.gate.weight": "mlp.gate_proj.weight",
+        "feed_forward.up.weight": "mlp.up_proj.weight",
+        "feed_forward.down.weight": "mlp.down_proj.weight",
+    }
     h = theirs.model
     pairs = [("tokens.weight", ours.tokens.weight, h.embed_tokens.weight)]
     for index, (mine, block) in enumerate(zip(ours.layers, h.layers)):
-        p = f"layers.{index}."
-        a, f = mine.self_attn, mine.feed_forward
-        for name, our, their in (
-            (
-                "attention_norm.gamma",
-                mine.attention_norm.gamma,
-                block.input_layernorm.weight,
-            ),
-            (
-                "self_attn.query_proj.weight",
-                a.query_proj.weight,
-                block.self_attn.q_proj.weight,
-            ),
-            (
-                "self_attn.key_proj.weight",
-                a.key_proj.weight,
-                block.self_attn.k_proj.weight,
-            ),
-            (
-                "self_attn.value_proj.weight",
-                a.value_proj.weight,
-                block.self_attn.v_proj.weight,
-            ),
-            (
-                "self_attn.output_proj.weight",
-                a.output_proj.weight,
-                block.self_attn.o_proj.weight,
-            ),
-            (
-                "ffn_norm.gamma",
-                mine.ffn_norm.gamma,
-                block.post_attention_layernorm.weight,
-            ),
-            ("feed_forward.gate.weight", f.gate.weight, block.mlp.gate_proj.weight),
-            ("feed_forward.up.weight", f.up.weight, block.mlp.up_proj.weight),
-            ("feed_forward.down.weight", f.down.weight, block.mlp.down_proj.weight),
-        ):
-            pairs.append((p + name, our, their))
+        for name, their_name in layer_names.items():
+            our, their = mine.get_parameter(name), block.get_parameter(their_name)
+            pairs.append((f"layers.{index}.{name}", our, their))
     pairs.append(("final_norm.gamma", ours.final_norm.gamma, h.norm.weight))
     if not ours.config.tie_embeddings:
         pairs.append(("output.weight", ours.output.weight, theirs.lm_head.weight))
