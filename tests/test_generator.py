@@ -1,4 +1,4 @@
-"""Unit tests of transformer_book.generator (chapter 8: the generator, sampling, label smoothing)."""
+"""Unit tests of chapter 8's code: the generator and label smoothing (``generator``), sampling (``decoding``)."""
 
 import math
 import re

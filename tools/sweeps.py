@@ -36,9 +36,14 @@ EVAL_EVERY = 50
 Run = tuple[str, int, dict, float]  # (arm, seed, record, seconds)
 
 
-def train_scored(model, vocab, poems, seed: int, score: Callable[[torch.nn.Module], float], settings: dict):
+def train_scored(
+    model, vocab, poems, seed: int, score: Callable[[torch.nn.Module], float], settings: dict, name: str = ""
+):
     """``train_lm`` on ``poems``, ``score(model)`` taken every EVAL_EVERY steps: (the training losses,
-    the curve [[step, score], ...])."""
+    the curve [[step, score], ...]). The training steps' throughput (tokens/s, FLOP/s and MFU against
+    a float32 peak measured in the same run: tools/throughput.py) is printed under ``name``, not
+    recorded: it depends on the machine and its load."""
+    from throughput import StepMeter, gpt_step_cost
     from transformer_book import train_lm
 
     curve: list[list] = []
@@ -46,7 +51,10 @@ def train_scored(model, vocab, poems, seed: int, score: Callable[[torch.nn.Modul
     def evaluate(step: int, model: torch.nn.Module) -> None:
         curve.append([step, round(score(model), 4)])
 
-    losses = train_lm(model, vocab, poems, seed=seed, evaluate=evaluate, eval_every=EVAL_EVERY, **settings)
+    cost = gpt_step_cost(vocab.specials.index("<pad>"))
+    with StepMeter(type(model), cost, settings.get("device", "cpu")) as meter:
+        losses = train_lm(model, vocab, poems, seed=seed, evaluate=evaluate, eval_every=EVAL_EVERY, **settings)
+    print(meter.result().line(name), flush=True)
     return losses, curve
 
 

@@ -231,6 +231,16 @@ def cuda_record(runs: dict, machine: dict) -> dict:
     }
 
 
+def write_or_report(check: bool, path: Path, record: dict, wrong: list[str]) -> int:
+    """Write ``record`` to ``path`` unless ``check``; print what is ``wrong``; 1 if anything is."""
+    if not check:
+        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    for line in wrong:
+        print(line, file=sys.stderr)
+    return 1 if wrong else 0
+
+
 def record_or_check_cuda(check: bool) -> int:
     """``--record --cuda`` and ``--check --cuda``: the runs of ``CUDA_RUNS`` on this
     machine's GPU, written to (or compared with) ``RECORD_CUDA``."""
@@ -241,12 +251,7 @@ def record_or_check_cuda(check: bool) -> int:
     wrong = cuda_problems(record["runs"])
     if check:
         wrong += against_record(record["runs"], json.loads(RECORD_CUDA.read_text(encoding="utf-8")))
-    else:
-        RECORD_CUDA.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {RECORD_CUDA.relative_to(REPO_ROOT)}")
-    for line in wrong:
-        print(line, file=sys.stderr)
-    return 1 if wrong else 0
+    return write_or_report(check, RECORD_CUDA, record, wrong)
 
 
 def record_or_check(check: bool) -> int:
@@ -264,12 +269,7 @@ def record_or_check(check: bool) -> int:
         saved = json.loads(RECORD.read_text(encoding="utf-8"))
         wrong += against_record(runs, saved)
         wrong += against_record(long, {"runs": saved["long_runs"]})
-    else:
-        RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {RECORD.relative_to(REPO_ROOT)}")
-    for line in wrong:
-        print(line, file=sys.stderr)
-    return 1 if wrong else 0
+    return write_or_report(check, RECORD, record, wrong)
 
 
 def parse_run(argv: Sequence[str]) -> DistributedRun:

@@ -108,7 +108,13 @@ def train_one(arm: str, seed: int, training: dict) -> dict:
     torch.manual_seed(seed)
     model = build(arm, len(vocab)).to(device)
     losses, held_out_curve = sweeps.train_scored(
-        model, vocab, train, seed, lambda model: perplexity(model, vocab, short, device=device), training
+        model,
+        vocab,
+        train,
+        seed,
+        lambda model: perplexity(model, vocab, short, device=device),
+        training,
+        f"{arm} seed {seed}",
     )
     eight = vocab.batch(long, device)
     record = {

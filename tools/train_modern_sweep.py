@@ -89,7 +89,13 @@ def train_one(arm: str, seed: int, sweep: dict) -> dict:
     torch.manual_seed(seed)
     model = build(arm, len(vocab)).to(device)
     losses, held_out_curve = sweeps.train_scored(
-        model, vocab, train, seed, lambda model: perplexity(model, vocab, held_out, device=device), sweep
+        model,
+        vocab,
+        train,
+        seed,
+        lambda model: perplexity(model, vocab, held_out, device=device),
+        sweep,
+        f"{arm} seed {seed}",
     )
     return {
         "held_out_perplexity": held_out_curve[-1][1],

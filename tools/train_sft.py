@@ -14,7 +14,11 @@ and acrostics, T 0.8, top-p 0.9) that follow each kind of instruction and keep t
 and the rhyme and repeated-rhyme rates of the 200 poems written for a keyword. "full" also writes
 tang_poet_sft.pt (the weights in half precision, as the base poet's: pretrained_poet(stage="sft")),
 "lora" tang_poet_sft_lora.pt (its adapters in half precision: lora_poet()). The minutes are
-printed, not stored, so that --check compares the files byte for byte. ``--steps`` and ``--out``:
+printed, not stored, so that --check compares the files byte for byte, and so is the training
+steps' throughput (tokens/s, FLOP/s and MFU against a float32 peak measured in the same run on its
+one thread: tools/throughput.py). MFU counts the model's FLOPs (the 6N rule and the attention
+scores, chapter 18), as everyone counts it: LoRA's steps compute fewer (no gradient for a frozen
+weight), so its figure reads higher than the arithmetic its steps did. ``--steps`` and ``--out``:
 a toy budget and another folder.
 """
 
@@ -73,13 +77,16 @@ def measure(poet) -> dict:
 
 
 def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
+    from throughput import StepMeter, gpt_step_cost
     from transformer_book import (
+        GPT,
         LORA_ADAPTERS,
         PAIR_SHARES,
         SFT_ARMS,
         SFT_PAIRS,
         SFT_RECORD,
         SFT_WEIGHTS,
+        PoemVocabulary,
         adapters_of,
         instructable_poet,
         load_adapters,
@@ -89,7 +96,8 @@ def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
 
     torch.set_num_threads(1)
     started, cpu = time.perf_counter(), time.process_time()
-    poet, losses = sft_poet(arm, steps=steps)
+    with StepMeter(GPT, gpt_step_cost(PoemVocabulary.specials.index("<pad>"))) as meter:
+        poet, losses = sft_poet(arm, steps=steps)
     minutes, cpu_minutes = (time.perf_counter() - started) / 60, (time.process_time() - cpu) / 60
     trained = trainable_parameters(poet.model)
     out.mkdir(parents=True, exist_ok=True)
@@ -119,6 +127,7 @@ def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
         "minutes": minutes,
         "cpu_minutes": cpu_minutes,
         "total_minutes": (time.perf_counter() - started) / 60,
+        "throughput": meter.result(),
         **record,
     }
 
@@ -135,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         return (
             f"{args.arm}: trained in {result['minutes']:.1f} min ({result['cpu_minutes']:.1f} min of CPU), "
             f"measured in {result['total_minutes']:.1f} min in all; keyword "
-            f"{result['keyword_train']['follow']:.2f} (held out {result['keyword_held_out']['follow']:.2f})"
+            f"{result['keyword_train']['follow']:.2f} (held out {result['keyword_held_out']['follow']:.2f})\n"
+            + result["throughput"].line("training steps")
         )
 
     return train_or_check(args.check, args.out, lambda out: train_and_write(args.arm, out, args.steps), summary)

@@ -4,8 +4,9 @@
     check(greedy_step, device=device)
 
 Each check calls the reader's function on small seeded inputs (edge cases included) and compares
-it with transformer_book.decoding (length_penalized, top_p_filter) or with the rule of its
-greedy_decode (one step: argmax, append, an ended sequence repeats its end token).
+it with the package's length_penalized (transformer_book.beam) and top_p_filter
+(transformer_book.decoding), or with the rule of its greedy_decode (one step: argmax, append,
+an ended sequence repeats its end token).
 """
 
 from __future__ import annotations

@@ -21,13 +21,14 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``encoder`` (chapter 5): The encoder layer and the encoder stack
 - ``masking`` (chapter 6): Padding and look-ahead masks
 - ``decoder`` (chapter 7): The decoder layer and the decoder stack
-- ``generator`` (chapters 8, 10): The final linear layer and softmax, sampling, and label smoothing
+- ``generator`` (chapter 8): The final linear layer and softmax, and label smoothing
+- ``decoding`` (chapters 8, 10, 15): Decoding
 - ``model`` (chapter 9): The whole Transformer
 - ``tasks`` (chapter 9): Tasks
 - ``training`` (chapter 9): Training
 - ``shipped`` (chapters 9, 13): The files the package ships
 - ``evaluation`` (chapters 9, 10, 14, 15, 20): Evaluation
-- ``decoding`` (chapters 10, 15): Decoding
+- ``beam`` (chapters 10, 15): Beam search (chapters 10 and 15)
 - ``numerals`` (chapter 12): English number words -> Chinese numerals, where search matters
 - ``tatoeba`` (chapter 13): Real sentences
 - ``subwords`` (chapter 13): Subword tokens
@@ -35,7 +36,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``translation`` (chapter 14): English -> Chinese with the book's Transformer
 - ``poems`` (chapter 15): Tang poems
 - ``gpt`` (chapter 15): A decoder-only Transformer, GPT-style, built from the book's parts
-- ``hf_parity`` (chapters 15, 16): Parity with Hugging Face's models
+- ``hf_parity`` (chapters 15, 16, 20): Parity with Hugging Face's models
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
 - ``sweeps`` (chapter 16): Chapter 16's sweeps
@@ -60,6 +61,7 @@ except _metadata.PackageNotFoundError:  # imported from src/ without being insta
 from transformer_book import (
     attention,
     batching,
+    beam,
     checkpoint,
     cost,
     data_parallel,
@@ -98,6 +100,7 @@ from transformer_book import (
 )
 from transformer_book.attention import *
 from transformer_book.batching import *
+from transformer_book.beam import *
 from transformer_book.checkpoint import *
 from transformer_book.cost import *
 from transformer_book.data_parallel import *
@@ -146,12 +149,13 @@ __all__ = (
     + masking.__all__
     + decoder.__all__
     + generator.__all__
+    + decoding.__all__
     + model.__all__
     + tasks.__all__
     + training.__all__
     + shipped.__all__
     + evaluation.__all__
-    + decoding.__all__
+    + beam.__all__
     + numerals.__all__
     + tatoeba.__all__
     + subwords.__all__

@@ -2,20 +2,70 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/10_decoding.ipynb, cell 30
-"""Decoding: one loop for every model; greedy, the key/value cache, beam search,
-sampling (chapter 10)."""
+# %% book/08_linear_and_softmax.ipynb, cell 29
+"""Decoding: from scores to tokens (chapters 8, 10 and 15).
+
+Sampling one token (greedy, temperature, top-k; chapter 8); chapter 10's one loop
+for every model, greedy decoding with the key/value cache, the nucleus and
+``draw_next``, the sampling rule every decoder uses; chapter 15's scorer of
+decoder-only models. Beam search has its own module, ``beam``."""
 
 from __future__ import annotations
 
+import torch
+
+from transformer_book.validation import check_tensor
+
+
+def sample_next_token(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """(batch, vocab) logits -> (batch,) token ids; (vocab,) -> a 0-d tensor.
+
+    ``temperature`` 0 is greedy (argmax); otherwise the token is drawn from
+    softmax(logits / temperature), restricted to the ``top_k`` highest logits if given
+    (tokens tied with the k-th are kept). Log-probabilities work as well as logits: they
+    differ by a constant per row, which softmax ignores. ``generator`` (a seeded
+    torch.Generator on the logits' device) makes the draws reproducible.
+    """
+    check_tensor("logits", logits, floating=True)
+    if logits.dim() not in (1, 2):
+        raise ValueError(
+            "logits must have shape (batch, vocab) or (vocab,); "
+            f"got shape {tuple(logits.shape)}"
+        )
+    vocab = logits.size(-1)
+    if temperature < 0:
+        raise ValueError(
+            f"temperature must be >= 0 (0 means greedy); got temperature={temperature}"
+        )
+    if top_k is not None and not 1 <= top_k <= vocab:
+        raise ValueError(
+            f"top_k must be between 1 and the vocabulary size {vocab}; "
+            f"got top_k={top_k}"
+        )
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature  # (..., vocab)
+    if top_k is not None:
+        kth_best = scaled.topk(top_k, dim=-1).values[..., -1:]  # (..., 1)
+        scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
+    probabilities = torch.softmax(scaled, dim=-1)  # (..., vocab)
+    rows = probabilities.reshape(-1, vocab)  # (rows, vocab)
+    drawn = torch.multinomial(rows, 1, generator=generator)  # (rows, 1)
+    return drawn.view(logits.shape[:-1])  # (batch,) or ()
+
+
+# %% book/10_decoding.ipynb, cell 30
+# One loop for every model: greedy, the key/value cache, sampling.
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import torch
-
-from transformer_book.generator import draw_next
 from transformer_book.masking import subsequent_mask
-from transformer_book.validation import check_positive, check_tensor
+from transformer_book.validation import check_positive
 
 if TYPE_CHECKING:  # for the annotations only: decoding does not need the model's code
     from transformer_book.model import Transformer
@@ -81,7 +131,7 @@ def encoder_decoder_scores(
     return next_scores
 
 
-def _check_source(source: torch.Tensor) -> None:
+def check_source(source: torch.Tensor) -> None:
     """Refuse anything but token ids (batch, source) with at least one sequence."""
     check_tensor("source", source)
     if source.dim() != 2:
@@ -108,7 +158,7 @@ def _translate(
     """Encode once, then run the decoding loop from ``start_id``.
 
     source (batch, source) -> (batch, 1 + new)."""
-    _check_source(source)
+    check_source(source)
     memory = model.encode(source, source_mask)  # (batch, source, d_model), once
     caches = model.new_caches() if use_cache else None
     next_scores = encoder_decoder_scores(model, memory, source_mask, caches)
@@ -149,143 +199,43 @@ def greedy_decode(
     )
 
 
-# %% book/10_decoding.ipynb, cell 38
-# The paper's beam search (Vaswani et al., 2017): beams of 4, length penalty 0.6
-PAPER_BEAM = {"beam_size": 4, "length_penalty": 0.6}
+# %% book/10_decoding.ipynb, cell 53
+def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(..., vocab) logits with -inf outside the nucleus (Holtzman et al., 2020).
 
-
-def length_penalized(
-    scores: torch.Tensor, lengths: torch.Tensor, alpha: float
-) -> torch.Tensor:
-    """score / ((5 + length) / 6) ** alpha, the length penalty of Wu et al. (2016).
-
-    ``alpha`` 0 leaves the scores as they are; larger values favour longer outputs.
+    The nucleus is the smallest set of most probable tokens whose probabilities sum
+    to at least ``top_p``; the most probable token is always in it.
     """
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0; got alpha={alpha}")
-    return scores / ((5.0 + lengths) / 6.0) ** alpha
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p}")
+    if top_p == 1.0:  # every token: a float32 running sum may reach 1 before the tail
+        return logits.clone()
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
+    probabilities = sorted_logits.softmax(dim=-1)
+    mass_before = probabilities.cumsum(dim=-1) - probabilities  # of the likelier ones
+    drop_sorted = mass_before >= top_p  # the nucleus is complete without this token
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
 
 
-# %% book/10_decoding.ipynb, cell 39
-def reorder_caches(caches: list[dict], rows: torch.Tensor) -> None:
-    """Make row j of every growing key/value cache the old row ``rows[j]``, in place.
-
-    Beam search moves hypotheses between rows; their caches must follow. A cache
-    marked ``"static"`` (cross-attention: the same for every hypothesis of a source)
-    stays as it is; the self-attention caches of an encoder-decoder layer are nested
-    under ``"self"``.
-    """
-    for cache in caches:
-        if "self" in cache:
-            reorder_caches([cache["self"]], rows)
-        elif "key" in cache and not cache.get("static"):
-            cache["key"], cache["value"] = cache["key"][rows], cache["value"][rows]
-
-
-def beam_loop(
-    next_scores: NextScores,
-    tokens: torch.Tensor,
-    max_new_tokens: int,
-    beam_size: int,
-    end_id: int | None,
-    caches: list[dict] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Keep the ``beam_size`` best prefixes of every sequence at every step.
-
-    Every model of the book beam-searches with this loop. ``tokens`` (batch * beam,
-    t) holds each sequence's prefix ``beam_size`` times; ``next_scores`` gives
-    log-probabilities (batch * beam, vocab). Returns the hypotheses (batch * beam,
-    t + new), their total log-probabilities and their lengths up to the end (batch,
-    beam). A hypothesis that has emitted ``end_id`` keeps its score, padded with it.
-    """
-    check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
-    batch, device = tokens.size(0) // beam_size, tokens.device
-    scores = torch.full((batch, beam_size), float("-inf"), device=device)
-    # One live hypothesis at first, or step 1 would pick the best token beam_size times.
-    scores[:, 0] = 0.0  # (batch, beam)
-    finished = torch.zeros(batch, beam_size, dtype=torch.bool, device=device)
-    lengths = torch.zeros(batch, beam_size, device=device)  # tokens up to the end
-    # (batch, 1)
-    first_row = torch.arange(batch, device=device).unsqueeze(1) * beam_size
-    for _ in range(max_new_tokens):
-        log_probs = next_scores(tokens)  # (batch * beam, vocab)
-        vocab = log_probs.size(-1)
-        log_probs = log_probs.view(batch, beam_size, vocab)
-        if end_id is not None:  # a finished hypothesis may only add end_id, at no cost
-            only_end = torch.full((vocab,), float("-inf"), device=device)
-            only_end[end_id] = 0.0
-            log_probs = torch.where(finished.unsqueeze(-1), only_end, log_probs)
-        candidates = scores.unsqueeze(-1) + log_probs  # (batch, beam, vocab)
-        # (batch, beam)
-        scores, best = candidates.view(batch, -1).topk(beam_size, dim=-1)
-        origin, next_token = best // vocab, best % vocab  # source beam, new token
-        rows = (first_row + origin).view(-1)  # (batch * beam,): the rows kept
-        tokens = torch.cat([tokens[rows], next_token.view(-1, 1)], dim=1)
-        if caches is not None:  # the caches follow their hypotheses
-            reorder_caches(caches, rows)
-        was_finished = finished.gather(1, origin)  # (batch, beam)
-        lengths = lengths.gather(1, origin) + (~was_finished).float()
-        if end_id is not None:
-            finished = was_finished | (next_token == end_id)
-            if bool(finished.all()):
-                break
-    return tokens, scores, lengths
-
-
-def best_hypotheses(
-    tokens: torch.Tensor,
+def draw_next(
     scores: torch.Tensor,
-    lengths: torch.Tensor,
-    length_penalty: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The best of each sequence's beam: (batch, t) tokens and their scores (batch,).
+    temperature: float,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The sampling rule: (batch, vocab) or (vocab,) scores -> the next token(s).
 
-    The best maximises ``length_penalized(score, length, length_penalty)`` (0: ranks
-    by score); ``beam_loop``'s output in.
+    Temperature first, then the ``top_p`` nucleus, then the ``top_k`` best and the
+    draw (``sample_next_token``); ``temperature`` 0 is greedy.
     """
-    batch, beam_size = scores.shape
-    ranking = length_penalized(scores, lengths, length_penalty)  # (batch, beam)
-    pick = ranking.argmax(dim=-1)  # (batch,)
-    rows = torch.arange(batch, device=scores.device) * beam_size + pick  # (batch,)
-    return tokens[rows], scores.gather(1, pick.unsqueeze(1)).squeeze(1)
-
-
-@torch.no_grad()
-def beam_search(
-    model: Transformer,
-    source: torch.Tensor,
-    source_mask: torch.Tensor | None,
-    start_id: int,
-    max_new_tokens: int,
-    beam_size: int = 4,
-    end_id: int | None = None,
-    length_penalty: float = 0.0,
-    use_cache: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keep the ``beam_size`` most probable prefixes at every step; return the best.
-
-    source (batch, source) -> tokens (batch, 1 + generated) and their total
-    log-probabilities (batch,), ``beam_loop`` over an encoder-decoder: the memory and
-    the source mask repeated once per hypothesis.
-    """
-    check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
-    _check_source(source)
-    batch, device = source.size(0), source.device
-    memory = model.encode(source, source_mask)  # (batch, source, d_model)
-    # (batch * beam, source, d_model)
-    memory = memory.repeat_interleave(beam_size, dim=0)
-    if source_mask is not None:  # one per source (even if shared), then per hypothesis
-        source_mask = source_mask.expand(batch, *source_mask.shape[1:])
-        # (batch * beam, 1, source)
-        source_mask = source_mask.repeat_interleave(beam_size, dim=0)
-    # (batch * beam, 1)
-    tokens = torch.full(
-        (batch * beam_size, 1), start_id, dtype=torch.long, device=device
-    )
-    caches = model.new_caches() if use_cache else None
-    next_scores = encoder_decoder_scores(model, memory, source_mask, caches)
-    found = beam_loop(next_scores, tokens, max_new_tokens, beam_size, end_id, caches)
-    return best_hypotheses(*found, length_penalty)
+    if temperature == 0:
+        return sample_next_token(scores, 0, top_k, generator)  # the argmax
+    scaled = scores / temperature  # (..., vocab)
+    if top_p is not None:
+        scaled = top_p_filter(scaled, top_p)
+    return sample_next_token(scaled, 1.0, top_k, generator)
 
 
 # %% book/10_decoding.ipynb, cell 54
@@ -347,46 +297,16 @@ def decoder_only_scores(model, caches: list[dict] | None = None) -> NextScores:
     return next_scores
 
 
-@torch.no_grad()
-def decoder_only_beam_search(
-    model,
-    prompt: torch.Tensor,
-    max_new_tokens: int,
-    beam_size: int = 4,
-    end_id: int | None = None,
-    length_penalty: float = 0.0,
-    use_cache: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chapter 10's ``beam_loop`` over a decoder-only model (chapters 15 and 16).
-
-    prompt (batch, t) -> the best continuation of each, (batch, t + generated), and
-    its total log-probability (batch,), ranked as ``beam_search`` ranks them.
-    """
-    check_positive(beam_size=beam_size, max_new_tokens=max_new_tokens)
-    tokens = prompt.repeat_interleave(beam_size, dim=0)  # (batch * beam, t)
-    caches = model.new_caches() if use_cache else None
-    logits = decoder_only_scores(model, caches)
-
-    def next_scores(tokens: torch.Tensor) -> torch.Tensor:  # (batch * beam, t)
-        return logits(tokens).log_softmax(dim=-1)  # (batch * beam, vocab)
-
-    found = beam_loop(next_scores, tokens, max_new_tokens, beam_size, end_id, caches)
-    return best_hypotheses(*found, length_penalty)
-
-
 # %% the names this module exports (generated)
 __all__ = [
-    "PAPER_BEAM",
     "NextScores",
-    "beam_loop",
-    "beam_search",
-    "best_hypotheses",
+    "check_source",
     "decode_loop",
-    "decoder_only_beam_search",
     "decoder_only_scores",
+    "draw_next",
     "encoder_decoder_scores",
     "greedy_decode",
-    "length_penalized",
-    "reorder_caches",
     "sample_decode",
+    "sample_next_token",
+    "top_p_filter",
 ]

@@ -3,13 +3,12 @@
 # and run `python tools/export_package.py`.
 
 # %% book/08_linear_and_softmax.ipynb, cell 18
-"""The final linear layer and softmax, sampling, and label smoothing (chapter 8).
+"""The final linear layer and softmax, and label smoothing (chapter 8).
 
 ``OutputLayer`` (The Annotated Transformer's ``Generator``) maps decoder outputs to
-log-probabilities over the vocabulary; ``sample_next_token`` chooses a token from them
-(greedy, temperature, top-k; chapter 10 adds the nucleus and ``draw_next``, the
-sampling rule every decoder uses); ``LabelSmoothingLoss`` is the paper's training
-loss, KL divergence to a smoothed target distribution.
+log-probabilities over the vocabulary; ``LabelSmoothingLoss`` is the paper's training
+loss, KL divergence to a smoothed target distribution. Choosing a token from the
+log-probabilities (``sample_next_token``) opens the ``decoding`` module.
 """
 
 from __future__ import annotations
@@ -55,49 +54,6 @@ class OutputLayer(nn.Module):
 
 
 Generator = OutputLayer  # The Annotated Transformer's name for it
-
-
-# %% book/08_linear_and_softmax.ipynb, cell 29
-def sample_next_token(
-    logits: torch.Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """(batch, vocab) logits -> (batch,) token ids; (vocab,) -> a 0-d tensor.
-
-    ``temperature`` 0 is greedy (argmax); otherwise the token is drawn from
-    softmax(logits / temperature), restricted to the ``top_k`` highest logits if given
-    (tokens tied with the k-th are kept). Log-probabilities work as well as logits: they
-    differ by a constant per row, which softmax ignores. ``generator`` (a seeded
-    torch.Generator on the logits' device) makes the draws reproducible.
-    """
-    check_tensor("logits", logits, floating=True)
-    if logits.dim() not in (1, 2):
-        raise ValueError(
-            "logits must have shape (batch, vocab) or (vocab,); "
-            f"got shape {tuple(logits.shape)}"
-        )
-    vocab = logits.size(-1)
-    if temperature < 0:
-        raise ValueError(
-            f"temperature must be >= 0 (0 means greedy); got temperature={temperature}"
-        )
-    if top_k is not None and not 1 <= top_k <= vocab:
-        raise ValueError(
-            f"top_k must be between 1 and the vocabulary size {vocab}; "
-            f"got top_k={top_k}"
-        )
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    scaled = logits / temperature  # (..., vocab)
-    if top_k is not None:
-        kth_best = scaled.topk(top_k, dim=-1).values[..., -1:]  # (..., 1)
-        scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
-    probabilities = torch.softmax(scaled, dim=-1)  # (..., vocab)
-    rows = probabilities.reshape(-1, vocab)  # (rows, vocab)
-    drawn = torch.multinomial(rows, 1, generator=generator)  # (rows, 1)
-    return drawn.view(logits.shape[:-1])  # (batch,) or ()
 
 
 # %% book/08_linear_and_softmax.ipynb, cell 41
@@ -161,51 +117,9 @@ class LabelSmoothingLoss(nn.Module):
         return per_position[real].sum() / real.sum().clamp(min=1)
 
 
-# %% book/10_decoding.ipynb, cell 53
-def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """(..., vocab) logits with -inf outside the nucleus (Holtzman et al., 2020).
-
-    The nucleus is the smallest set of most probable tokens whose probabilities sum
-    to at least ``top_p``; the most probable token is always in it.
-    """
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1]; got top_p={top_p}")
-    if top_p == 1.0:  # every token: a float32 running sum may reach 1 before the tail
-        return logits.clone()
-    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
-    probabilities = sorted_logits.softmax(dim=-1)
-    mass_before = probabilities.cumsum(dim=-1) - probabilities  # of the likelier ones
-    drop_sorted = mass_before >= top_p  # the nucleus is complete without this token
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def draw_next(
-    scores: torch.Tensor,
-    temperature: float,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """The sampling rule: (batch, vocab) or (vocab,) scores -> the next token(s).
-
-    Temperature first, then the ``top_p`` nucleus, then the ``top_k`` best and the
-    draw (``sample_next_token``); ``temperature`` 0 is greedy.
-    """
-    if temperature == 0:
-        return sample_next_token(scores, 0, top_k, generator)  # the argmax
-    scaled = scores / temperature  # (..., vocab)
-    if top_p is not None:
-        scaled = top_p_filter(scaled, top_p)
-    return sample_next_token(scaled, 1.0, top_k, generator)
-
-
 # %% the names this module exports (generated)
 __all__ = [
     "Generator",
     "LabelSmoothingLoss",
     "OutputLayer",
-    "draw_next",
-    "sample_next_token",
-    "top_p_filter",
 ]

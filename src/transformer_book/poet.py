@@ -13,8 +13,7 @@ import re
 
 import torch
 
-from transformer_book.decoding import decode_loop, decoder_only_scores
-from transformer_book.generator import draw_next
+from transformer_book.decoding import decode_loop, decoder_only_scores, draw_next
 from transformer_book.gpt import GPT, GPTConfig, causal_lm_loss
 from transformer_book.poems import PoemVocabulary, poem_split
 from transformer_book.shipped import load_record, load_weights
@@ -88,7 +87,7 @@ def regular_form(poem: str) -> bool:
     )
 
 
-# %% book/15_writing_poems.ipynb, cell 44
+# %% book/15_writing_poems.ipynb, cell 45
 def acrostic_logits(logits, written, heads, vocab):
     """Edit one step's logits (vocab,) so that the verses open with ``heads``, in order.
 
@@ -108,7 +107,7 @@ def acrostic_logits(logits, written, heads, vocab):
     return logits
 
 
-# %% book/15_writing_poems.ipynb, cell 45
+# %% book/15_writing_poems.ipynb, cell 46
 class Poet:
     """A GPT with its character vocabulary, that writes poems."""
 
@@ -190,7 +189,7 @@ class Poet:
         return vocab.decode(written)
 
 
-# %% book/15_writing_poems.ipynb, cell 50
+# %% book/15_writing_poems.ipynb, cell 51
 POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocabulary
 POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
 POET_WEIGHTS = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py

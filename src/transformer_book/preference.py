@@ -16,12 +16,11 @@ import random
 import torch
 import torch.nn.functional as F
 
-from transformer_book.decoding import decode_loop, decoder_only_scores
+from transformer_book.decoding import decode_loop, decoder_only_scores, draw_next
 from transformer_book.evaluation import (
     response_mask,
     sequence_log_probs,
 )
-from transformer_book.generator import draw_next
 from transformer_book.poet import regular_form
 from transformer_book.rhyme import rhymes
 from transformer_book.training import training_steps

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from transformer_book.batching import length_batches, pad_rows
-from transformer_book.decoding import PAPER_BEAM, beam_search, greedy_decode
+from transformer_book.beam import PAPER_BEAM, beam_search
+from transformer_book.decoding import greedy_decode
 from transformer_book.generator import LabelSmoothingLoss
 from transformer_book.masking import padding_mask
 from transformer_book.model import Transformer, make_model, sequence_loss
