@@ -22,7 +22,7 @@ with chapter 18's ``flops_per_token`` (the batches are drawn here as ``train_lm`
 an arm takes the fewest steps whose FLOPs reach the budget. Each arm is scored by its mean
 cross-entropy per token on the held-out poems (``poem_losses``).
 
-The fit (``fit``): at each budget a parabola of the held-out loss against log(parameters) gives the
+The fit (chapter 18's ``isoflop_fit``, with ``predict_at``): at each budget a parabola of the held-out loss against log(parameters) gives the
 compute-optimal size and its loss (the IsoFLOP method, Hoffmann et al. 2022, approach 2); a line
 through log(optimal loss) against log(budget) is the law L(C) = a · C^(−b), and a line through
 log(optimal parameters) against log(budget) gives N_opt(C). The law then predicts the loss at
@@ -149,59 +149,6 @@ def timing(arm: dict, seconds: float, machine: dict) -> dict:
     return {"seconds": round(seconds, 2), "flops_per_s": rate, "mfu": round(rate / machine["peak_flops"]["fp32"], 4)}
 
 
-def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Least squares y = intercept + slope · x."""
-    n = len(xs)
-    mean_x, mean_y = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
-    return mean_y - slope * mean_x, slope
-
-
-def _parabola_minimum(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """The vertex (x, y) of the least-squares parabola through the points."""
-    import numpy
-
-    a, b, c = numpy.polyfit(xs, ys, 2)
-    if a <= 0:
-        raise ValueError(f"the losses at one budget have no minimum in log(parameters): {list(zip(xs, ys))}")
-    x = -b / (2 * a)
-    return float(x), float(c - b * b / (4 * a))
-
-
-def fit(runs: list[dict]) -> dict:
-    """The IsoFLOP fit of ``runs`` (each with budget, parameters and loss): the optimum at each budget,
-    L(C) = a · C^(-b) through the optima's losses, and N_opt(C) = k · C^e through their sizes."""
-    budgets = sorted({run["budget"] for run in runs})
-    if len(budgets) < 2:
-        raise ValueError(f"a law needs at least two budgets; got {budgets}")
-    optima = []
-    for budget in budgets:
-        arms = [run for run in runs if run["budget"] == budget]
-        log_sizes = [math.log(run["parameters"]) for run in arms]
-        try:
-            log_n, loss = _parabola_minimum(log_sizes, [run["loss"] for run in arms])
-            method = "parabola" if min(log_sizes) <= log_n <= max(log_sizes) else "parabola, outside the sizes"
-        except ValueError:  # no minimum: the best arm stands for the optimum, and says so
-            best = min(arms, key=lambda run: run["loss"])
-            log_n, loss, method = math.log(best["parameters"]), best["loss"], "the lowest arm (no parabola minimum)"
-        optima.append({"budget": budget, "parameters": math.exp(log_n), "loss": loss, "method": method})
-    log_c = [math.log(o["budget"]) for o in optima]
-    loss_intercept, loss_slope = _line(log_c, [math.log(o["loss"]) for o in optima])
-    size_intercept, size_slope = _line(log_c, [math.log(o["parameters"]) for o in optima])
-    return {
-        "optima": optima,
-        "loss_law": {"a": math.exp(loss_intercept), "b": -loss_slope},  # L(C) = a · C^(-b)
-        "size_law": {"k": math.exp(size_intercept), "e": size_slope},  # N_opt(C) = k · C^e
-    }
-
-
-def predict(law: dict, budget: float) -> dict:
-    """The loss and the compute-optimal parameters the fit predicts at ``budget``."""
-    loss = law["loss_law"]["a"] * budget ** -law["loss_law"]["b"]
-    parameters = law["size_law"]["k"] * budget ** law["size_law"]["e"]
-    return {"budget": budget, "loss": loss, "parameters": parameters}
-
-
 def estimate_seconds(arms: list[dict], rate: float = ASSUMED_RATE, floor: float = STEP_FLOOR) -> float:
     """A rough duration of training ``arms``: each step at ``rate`` FLOP/s, and no faster than
     ``floor`` seconds (on a GPU a small model's step waits on kernel launches, not on arithmetic)."""
@@ -280,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
     args = parser.parse_args(argv)
     from speed_ladder import device_from, machine
-    from transformer_book import synchronize
+    from transformer_book import isoflop_fit, predict_at, synchronize
 
     device = device_from(args.device)
     torch.set_num_threads(1)
@@ -326,8 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         write(record_of(facts, runs, args.budgets, args.sizes), args.out)  # so far, in case it stops
-    law = fit(runs)
-    prediction = predict(law, args.held_out_budget)
+    law = isoflop_fit(runs)
+    prediction = predict_at(law, args.held_out_budget)
     size = min(
         args.sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, len(vocab))) / prediction["parameters"]))
     )
