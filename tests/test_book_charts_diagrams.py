@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -79,16 +80,27 @@ def test_the_book_lists_the_expected_chapters_in_order():
     assert [CHAPTERS[number] for number in sorted(CHAPTERS)] == EXPECTED_CHAPTERS
 
 
+@functools.cache
+def _architecture_spec(highlight) -> str:
+    return json.dumps(architecture(highlight).to_dict())  # to_dict() validates against the Vega-Lite schema
+
+
+def architecture_spec(highlight: int | str | None = None) -> dict:
+    """``architecture(highlight).to_dict()``, drawn once for all the tests of this file (each
+    chapter's diagram takes about 0.4 s to draw and check); a fresh copy for each test."""
+    return json.loads(_architecture_spec(highlight))
+
+
 @pytest.mark.parametrize("highlight", [None, *CHAPTERS])
 def test_architecture_is_a_valid_vega_lite_spec(highlight):
-    spec = architecture(highlight).to_dict()  # to_dict() validates against the Vega-Lite schema
+    spec = architecture_spec(highlight)
     assert spec["description"].startswith("Diagram:")
     assert spec["usermeta"]["embedOptions"]["actions"] is False
     assert len(json.dumps(spec)) < 150_000
 
 
 def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
-    links = hrefs(architecture().to_dict())
+    links = hrefs(architecture_spec())
     pages = {link.removesuffix(".html") for link in links}
     assert all(link.endswith(".html") and "/" not in link for link in links), links
     listed = toc_pages()
@@ -108,11 +120,11 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
     assert pages == set(EXPECTED_CHAPTERS) - own_page_only, (
         f"chapters without a link from the map: {set(EXPECTED_CHAPTERS) - pages}"
     )
-    assert "16_modern_decoder.html" in hrefs(architecture(16).to_dict())
-    assert "17_past_one_machine.html" in hrefs(architecture(17).to_dict())
-    assert "18_what_training_costs.html" in hrefs(architecture(18).to_dict())
-    assert "19_instructions_and_lora.html" in hrefs(architecture(19).to_dict())
-    assert "20_preferences_and_rewards.html" in hrefs(architecture(20).to_dict())
+    assert "16_modern_decoder.html" in hrefs(architecture_spec(16))
+    assert "17_past_one_machine.html" in hrefs(architecture_spec(17))
+    assert "18_what_training_costs.html" in hrefs(architecture_spec(18))
+    assert "19_instructions_and_lora.html" in hrefs(architecture_spec(19))
+    assert "20_preferences_and_rewards.html" in hrefs(architecture_spec(20))
 
 
 @pytest.mark.parametrize(
@@ -126,7 +138,7 @@ def test_every_link_is_a_chapter_of_the_toc_or_an_expected_chapter():
     ],
 )
 def test_the_highlight_lands_on_the_right_blocks(highlight, expected):
-    blocks = [row for row in rows(architecture(highlight).to_dict()) if "id" in row]
+    blocks = [row for row in rows(architecture_spec(highlight)) if "id" in row]
     lit = {row["id"] for row in blocks if row["highlighted"]}
     assert lit == expected
     assert all(row["opacity"] < 1 for row in blocks if row["id"] not in expected)
@@ -135,7 +147,7 @@ def test_the_highlight_lands_on_the_right_blocks(highlight, expected):
 
 
 def test_no_highlight_shows_every_block_plainly():
-    blocks = [row for row in rows(architecture().to_dict()) if "id" in row]
+    blocks = [row for row in rows(architecture_spec()) if "id" in row]
     assert len(blocks) == 18
     assert not any(row["highlighted"] for row in blocks)
     assert all(row["opacity"] == 1 for row in blocks)
@@ -143,7 +155,7 @@ def test_no_highlight_shows_every_block_plainly():
 
 def test_every_chapter_highlights_something_and_names_it_in_the_title():
     for number in CHAPTERS:
-        spec = architecture(number).to_dict()
+        spec = architecture_spec(number)
         assert any(row.get("highlighted") for row in rows(spec)), number
         assert spec["title"]["subtitle"][0].startswith(f"Chapter {number},")
         assert f"chapter {number})" in spec["description"]

@@ -90,7 +90,19 @@ EQUIVALENT = {
     ),  # a finite fill, the empty rows zeroed after
     "look_ahead_mask": lambda size: torch.ones(1, size, size).tril().bool(),  # a leading axis of 1
     "unrotate": lambda rotated, cos, sin: apply_rotary(rotated, cos, -sin),  # the package, angles negated
+    "clip_sharded": lambda shards, max_norm: _clip_in_place(shards, max_norm),  # in place, a float norm
+    "ddp_buckets": lambda parameters, cap, first: tuple(
+        tuple(bucket) for bucket in MODULES["ch17"].ddp_buckets(parameters, cap, first)
+    ),  # tuples
 }
+
+
+def _clip_in_place(shards, max_norm):
+    """Clipped as clip_grad_norm_ does, in place, the norm returned as a float."""
+    norm = float(torch.stack([piece.pow(2).sum() for mine in shards for piece in mine]).sum().sqrt())
+    for mine in shards:
+        torch._foreach_mul_(mine, min(1.0, max_norm / (norm + 1e-6)))
+    return shards, norm
 
 
 @pytest.mark.parametrize("name", EQUIVALENT)
@@ -147,7 +159,41 @@ DESCRIBED = [
     ("clipped_matches", lambda h, refs, n: (0, 0), "expected (matched, total) = (1, 4); got (0, 0)"),
     ("chrf", lambda h, r: 0.3171, "chrF is 31.7073; got 0.3171"),
     ("chrf", lambda h, r: [31.7], "return chrF as a number"),
+    ("clip_sharded", lambda shards, max_norm: _ch17_solution(shards, max_norm)[1], "return a pair: (the clipped"),
+    (
+        "clip_sharded",  # each process clips by its own norm, and returns the largest of them
+        lambda shards, max_norm: (
+            MODULES["ch17"]._clip_by(shards, [s.sqrt() for s in MODULES["ch17"]._squares(shards)], max_norm),
+            max(s.sqrt() for s in MODULES["ch17"]._squares(shards)),
+        ),
+        "each process clipped by the norm of its own shards",
+    ),
+    (
+        "clip_sharded",
+        lambda shards, max_norm: (_ch17_solution(shards, max_norm)[0], 0.0),
+        "the shards are right but the norm is not: torch's is 6.4444",
+    ),
+    (
+        "clip_sharded",
+        lambda shards, max_norm: (shards, _ch17_solution(shards, max_norm)[1]),
+        "the norm is right but the shards are not",
+    ),
+    (
+        "ddp_buckets",
+        lambda parameters, cap, first: [[index] for index in reversed(range(len(parameters)))],
+        "DDP's bucket 0 holds parameters [87, 86]; yours holds [87]",
+    ),
+    (
+        "ddp_buckets",
+        lambda parameters, cap, first: MODULES["ch17"].ddp_buckets(parameters, cap, first)[:1],
+        "DDP makes 2 buckets; you made 1",
+    ),
+    ("ddp_buckets", lambda parameters, cap, first: len(parameters), "return a list of buckets"),
 ]
+
+
+def _ch17_solution(shards, max_norm):
+    return MODULES["ch17"].clip_sharded(shards, max_norm)
 
 
 @pytest.mark.parametrize("name, function, words", DESCRIBED, ids=[row[0] for row in DESCRIBED])
@@ -231,3 +277,28 @@ def test_checking_does_not_change_the_readers_random_state(capsys):
 def test_result_displays_nothing_in_a_notebook():
     result = CheckResult("Correct", "x")
     assert result._ipython_display_() is None and "Correct" in repr(result)
+
+
+def test_ddp_buckets_are_the_buckets_ddp_rebuilds():
+    """Chapter 17's reference is what DistributedDataParallel does: one gloo process, the buckets it
+    rebuilds after its first step, with its default caps (1 MiB, then 25 MiB) and with bucket_cap_mb."""
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        for layers, cap_mb, caps in (
+            ([(600, 600)] * 3, None, (25 * 2**20, 2**20)),
+            ([(16, 8), (8, 24), (24, 4), (4, 2)], 0.0005, (524, 524)),  # 524 bytes, which buckets pass
+        ):
+            model = torch.nn.Sequential(*[torch.nn.Linear(*shape) for shape in layers])
+            ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap_mb)
+            for _ in range(3):  # DDP rebuilds its buckets at the second step
+                ddp(torch.randn(2, layers[0][0])).sum().backward()
+            rebuilt = ddp._get_ddp_logging_data()["rebuilt_per_bucket_param_indices"]
+            buckets = [[int(index) for index in bucket.split()] for bucket in rebuilt.split(",")]
+            assert buckets == MODULES["ch17"].ddp_buckets(list(model.parameters()), *caps)
+            assert len(buckets) > 1
+    finally:
+        dist.destroy_process_group()

@@ -1,18 +1,74 @@
 """Teach the shipped poet to rhyme by GRPO or DPO (chapter 20) and record what each arm did.
 
-    python tools/train_grpo.py --arm grpo          # GRPO with the rhyme reward (form as its gate)
-    python tools/train_grpo.py --arm dpo           # DPO on pairs of the poet's own poems
-    python tools/train_grpo.py --arm grpo --check  # train that arm again; exit 1 unless identical
+    python tools/train_grpo.py --arm grpo                # GRPO with the rhyme reward (form as its gate)
+    python tools/train_grpo.py --arm grpo_no_kl          # the same without the KL term (beta 0)
+    python tools/train_grpo.py --arm dpo                 # DPO on pairs of the poet's own poems
+    python tools/train_grpo.py --arm grpo --seed 1       # another seed: tang_poet_grpo_seed1.json and .pt
+    python tools/train_grpo.py --arm grpo --device cuda  # on a GPU (cuda, mps, cpu; auto: the first there)
+    python tools/train_grpo.py --arm grpo --check        # train that arm again; exit 1 unless identical
 
-The recipe is transformer_book.tuned_poet (PREFERENCE_ARMS): seeded, on one CPU thread, from the base
-poet. Each arm writes src/transformer_book/weights/tang_poet_ARM.json: its settings, the history of
-every step (loss; for GRPO the round's mean reward, form, flat groups, KL and clipped share; for DPO
-the rewards and their accuracy) and, measured on the weights as shipped, the shares of 200 seeded poems
-(seeds 0-199, T 0.8, top-p 0.9) that rhyme, repeat a rhyme character and keep the regular form, their
-distinct verses, and the held-out perplexity of real poems, beside the same measures of the base poet;
+The recipe is transformer_book.tuned_poet (PREFERENCE_ARMS): seeded (``--seed``, 0 by default: the files
+the package would ship), on one CPU thread, from the base poet. Each arm writes
+src/transformer_book/weights/tang_poet_ARM.json (tang_poet_ARM_seedN.json for seed N > 0): its settings
+(with the seed and the device), the history of every step (loss; for GRPO the round's mean reward, form,
+share of repeated rhyme characters, flat groups, KL and clipped share; for DPO the rewards and their
+accuracy) and, measured on the weights as shipped, beside the same measures of the base poet, on 200
+seeded poems (seeds 0-199, T 0.8, top-p 0.9):
+
+* ``rhyme``: the share that rhyme (the reward's rule, chapter 19's checker);
+* ``repeated``: the share that close two even verses on one character (重韵), and ``rhymed_by_repeat``,
+  the share that rhyme and do so: the reward hacking the rule lets through;
+* ``form``: the share in the regular form (the reward's gate);
+* ``repeated_verse``: the share in which one verse occurs twice (a degenerate repeat), ``distinct_verses``
+  and ``distinct_poems``: the shares of different verses and poems (a collapsed poet writes the same ones);
+* ``copied_verses``: the share of verses found in a training poem (learnt by heart, not written);
+* ``held_out_perplexity``: of the 1,000 held-out real poems (how far the poet moved from the language);
+
 and tang_poet_ARM.pt, the weights in half precision as the base poet's. The minutes are printed, not
-stored, so that --check compares the files byte for byte. ``--steps`` and ``--out``: a toy budget and
-another folder (tests/test_train_grpo.py).
+stored, so that --check compares the files byte for byte (on the device that wrote them: a GPU's kernels
+round otherwise). ``--steps`` and ``--out``: a toy budget and another folder (tests/test_train_grpo.py).
+
+Budget. Measured on 2026-11-28 on the 2-core Xeon, one thread, beside other jobs (load average 5 to 7:
+upper bounds, spread by the load), at each arm's PREFERENCE_ARMS settings: one GRPO step (a round of 4
+groups of 8 poems drawn with the cache serves 2 steps) took 0.9 to 2.7 s (runs of 8 and of 48 steps; beta 0
+is the same work); one DPO step (16 pairs) 0.5 s, after 76 s to draw the 512 pairs (about 1,150 poems);
+measuring one poet (200 poems written one by one, 1,000 held-out poems scored) 53 s, twice a run. A full
+run (200 steps) on one thread of this CPU: GRPO and GRPO without KL each 3 to 9 minutes of training and 2
+of measuring, DPO 3 of training (the pairs included) and 2 of measuring; the three arms on three seeds,
+under an hour. Not run here on a GPU: ``--device cuda`` moves the poet and its batches there (the poems
+are still drawn with a seeded generator on the CPU).
+
+Where the goals start. The base poet by this tool's measure (200 seeded poems, 2026-11-28): rhyme 44.5%
+(not the 9% issue 43 assumed), repeated rhyme character 21.5%, rhymed by a repeat 14.0% (so 30.5% rhyme
+without one), form 99.5%, no repeated verse, every verse and poem distinct, 0.08% of verses copied,
+held-out perplexity 91.45. A pilot (seed 0, 48 of the 200 steps, the same measures, 2026-11-28; not a
+result): GRPO rhyme 87.5%, rhymed by a repeat 23.0%, repeated 25.5%, held-out perplexity 99.89 (+9.2%);
+GRPO without KL 94.0%, 20.5%, 20.5%, 103.63 (+13.3%); both form 99.5%, no repeated, copied or duplicate
+verse. DPO (48 steps on its 512 pairs): rhyme 64.0%, rhymed by a repeat 6.5%, repeated 6.5%, form 87.0%,
+held-out perplexity 105.82 (+15.7%). So rhyme climbs fast, and the hacking (GRPO) or the loss of form
+(DPO) and the drift from the language show within 48 steps: the full recipe will likely overshoot the
+bounds below, and the levers are fewer steps, a larger beta, or a reward that does not pay for a repeated
+rhyme character (chapter 20's open exercise).
+
+Goals proposed for the full runs (none met: no full run has been made). A share of 200 poems has a
+sampling error near 3.5 points, so a lift is asked with a margin of several, and a hacking measure may
+exceed the base poet's by 5 points (under two such errors):
+
+* rhyme: at least 70% on each of 3 seeds (0, 1, 2), the mean of the three at least 75% (base 44.5%);
+* the lift is rhyme, not repetition: rhyme without a repeated rhyme character (``rhyme`` less
+  ``rhymed_by_repeat``) at least 55% on each seed (base 30.5%); ``rhymed_by_repeat`` and ``repeated`` at
+  most 5 points above the base poet's on each seed (at most 19.0% and 26.5%);
+* the language kept, on each seed: held-out perplexity at most 5% above the base poet's (at most 96.0);
+  form at least 97%; ``repeated_verse`` at most 2%; ``distinct_verses`` and ``distinct_poems`` at least
+  95%; ``copied_verses`` at most 1%;
+* the KL term: GRPO without it, same seeds and budget, reported beside GRPO; the term is said to buy
+  something only where GRPO's held-out perplexity, or its ``rhymed_by_repeat``, is below that of the arm
+  without it on all three seeds;
+* DPO: the same measures on the same seeds beside GRPO, held to the same repeat and language bounds and
+  to rhyme at least 10 points above the base poet's on each seed (it learns from a fixed set of the base
+  poet's pairs, GRPO from its own new poems);
+* each run's training at most 10 minutes on one thread of the 2-core CPU (say the load beside the
+  minutes); ``--check`` reproduces seed 0 of each arm byte for byte.
 """
 
 from __future__ import annotations
@@ -29,23 +85,65 @@ from notebooks import REPO_ROOT, train_or_check
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SEEDS = range(200)
+DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
-def measure(poet) -> dict:
-    from transformer_book import VERSE, perplexity, poem_split, regular_form, rhyme_report
+def pick_device(choice: str) -> torch.device:
+    """``choice`` as a device; "auto": CUDA, then MPS, then the CPU. One that is not there is refused."""
+    if choice not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}; got {choice!r}")
+    there = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
+    if choice == "auto":
+        choice = next(name for name in ("cuda", "mps", "cpu") if there[name])
+    if not there[choice]:
+        raise ValueError(f"device {choice!r} is not available on this machine")
+    return torch.device(choice)
+
+
+def verses_of(poem: str) -> list[str]:
+    """The poem's verses without their marks (，。？)."""
+    from transformer_book import VERSE
+
+    return [verse.rstrip("，。？") for verse in VERSE.findall(poem)]
+
+
+def training_verses() -> frozenset[str]:
+    from transformer_book import poem_split
+
+    return frozenset(verse for poem in poem_split("train") for verse in verses_of(poem))
+
+
+def measure(poet, known: frozenset[str]) -> dict:
+    """What the record keeps of a poet: 200 seeded poems' rhyme, its hacking and its language."""
+    from transformer_book import perplexity, poem_split, regular_form, repeats_rhyme, rhyme_report, rhymes
 
     poems = [poet.write(seed=seed) for seed in SEEDS]
-    verses = [verse for poem in poems for verse in VERSE.findall(poem)]
+    verses = [verses_of(poem) for poem in poems]
+    every = [verse for poem in verses for verse in poem]
+
+    def share(test) -> float:
+        return sum(map(test, poems)) / len(poems)
+
+    device = next(poet.model.parameters()).device
     return {
         **rhyme_report(poems),
-        "form": sum(map(regular_form, poems)) / len(poems),
-        "distinct_verses": len(set(verses)) / max(len(verses), 1),
-        "held_out_perplexity": round(perplexity(poet.model, poet.vocab, poem_split("held-out")), 4),
+        "rhymed_by_repeat": share(lambda poem: rhymes(poem) and repeats_rhyme(poem)),
+        "form": share(regular_form),
+        "repeated_verse": sum(len(set(poem)) < len(poem) for poem in verses) / len(poems),
+        "distinct_verses": len(set(every)) / max(len(every), 1),
+        "distinct_poems": len(set(poems)) / len(poems),
+        "copied_verses": sum(verse in known for verse in every) / max(len(every), 1),
+        "held_out_perplexity": round(perplexity(poet.model, poet.vocab, poem_split("held-out"), device=device), 4),
         "samples": poems[:20],
     }
 
 
-def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
+def stem(arm: str, seed: int) -> str:
+    """The name the arm's files take: the arm for seed 0 (what the package would ship), else with the seed."""
+    return arm if seed == 0 else f"{arm}_seed{seed}"
+
+
+def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0, device: str = "cpu") -> dict:
     from transformer_book import (
         PREFERENCE_ARMS,
         PREFERENCE_RECORD,
@@ -55,47 +153,62 @@ def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
     )
 
     torch.set_num_threads(1)
+    where = pick_device(device)
     started, cpu = time.perf_counter(), time.process_time()
-    poet, history = tuned_poet(arm, steps=steps, settings=PREFERENCE_ARMS[arm])
+    poet, history = tuned_poet(arm, steps=steps, seed=seed, device=where, settings=PREFERENCE_ARMS[arm])
     minutes, cpu_minutes = (time.perf_counter() - started) / 60, (time.process_time() - cpu) / 60
     out.mkdir(parents=True, exist_ok=True)
-    weights = {name: t.detach().half() for name, t in poet.model.state_dict().items()}
+    weights = {name: t.detach().cpu().half() for name, t in poet.model.state_dict().items()}
     config = {k: v for k, v in vars(poet.model.config).items() if k != "vocab_size"}
     buffer = io.BytesIO()
     torch.save({"config": config, "characters": poet.vocab.tokens[3:], "weights": weights}, buffer)
-    (out / PREFERENCE_WEIGHTS.format(arm=arm)).write_bytes(buffer.getvalue())
+    (out / PREFERENCE_WEIGHTS.format(arm=stem(arm, seed))).write_bytes(buffer.getvalue())
     poet.model.load_state_dict({name: t.float() for name, t in weights.items()})  # as shipped
     rounded = [{key: round(value, 6) for key, value in record.items()} for record in history]
+    known = training_verses()
     record = {
         "arm": arm,
-        "training": {**PREFERENCE_ARMS[arm], **({"steps": steps} if steps else {}), "seed": 0},
+        "training": {**PREFERENCE_ARMS[arm], **({"steps": steps} if steps else {}), "seed": seed},
+        "device": where.type,
         "history": rounded,
-        "tuned": measure(poet),
-        "base": measure(pretrained_poet()),
+        "tuned": measure(poet, known),
+        "base": measure(pretrained_poet(where), known),
     }
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-    (out / PREFERENCE_RECORD.format(arm=arm)).write_text(text, "utf-8")
+    (out / PREFERENCE_RECORD.format(arm=stem(arm, seed))).write_text(text, "utf-8")
     return {"minutes": minutes, "cpu_minutes": cpu_minutes, **record}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from transformer_book import PREFERENCE_ARMS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arm", required=True, choices=["grpo", "dpo"])
+    parser.add_argument("--arm", required=True, choices=sorted(PREFERENCE_ARMS))
     parser.add_argument("--check", action="store_true", help="train again and compare")
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument("--seed", type=int, default=0, help="the run's seed (0: the files the package ships)")
+    parser.add_argument("--device", default="cpu", choices=DEVICES, help="where the poet trains (default cpu)")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
+    if args.seed < 0:
+        parser.error(f"--seed must be 0 or more; got {args.seed}")
 
     def summary(result: dict) -> str:
         tuned, base = result["tuned"], result["base"]
         return (
-            f"{args.arm}: trained in {result['minutes']:.1f} min ({result['cpu_minutes']:.1f} min of CPU); "
-            f"rhyme {base['rhyme']:.1%} -> {tuned['rhyme']:.1%}, repeated {tuned['repeated']:.1%}, "
-            f"form {tuned['form']:.1%}, held-out perplexity {base['held_out_perplexity']:.2f} -> "
-            f"{tuned['held_out_perplexity']:.2f}"
+            f"{args.arm} (seed {args.seed}, {result['device']}): trained in {result['minutes']:.1f} min "
+            f"({result['cpu_minutes']:.1f} min of CPU); rhyme {base['rhyme']:.1%} -> {tuned['rhyme']:.1%}, "
+            f"repeated {base['repeated']:.1%} -> {tuned['repeated']:.1%} (rhymed by a repeat "
+            f"{tuned['rhymed_by_repeat']:.1%}), form {base['form']:.1%} -> {tuned['form']:.1%}, repeated verse "
+            f"{tuned['repeated_verse']:.1%}, distinct verses {base['distinct_verses']:.1%} -> "
+            f"{tuned['distinct_verses']:.1%}, copied verses {tuned['copied_verses']:.1%}, held-out perplexity "
+            f"{base['held_out_perplexity']:.2f} -> {tuned['held_out_perplexity']:.2f}"
         )
 
-    return train_or_check(args.check, args.out, lambda out: train_and_write(args.arm, out, args.steps), summary)
+    def train(out: Path) -> dict:
+        return train_and_write(args.arm, out, args.steps, args.seed, args.device)
+
+    return train_or_check(args.check, args.out, train, summary)
 
 
 if __name__ == "__main__":

@@ -1,122 +1,178 @@
-"""Chapter 17 exercises: the bytes one process holds under FSDP, the loss scale of fp16
-training, where a resumed run picks up the batch stream, and the ring all-reduce.
+"""Chapter 17 exercises: the global gradient norm of FSDP's clipping, the loss scale of fp16
+training, DDP's gradient buckets, and the ring all-reduce.
 
     from book_exercises import check
-    check(shard_bytes, device=device)
+    check(clip_sharded, device=device)
 
-Each check calls the reader's function on fixed inputs and compares it with what torch or the
-companion package does: ``torch.chunk``'s split of a parameter's rows (what FSDP2 does), the
-scale update ``torch.amp.GradScaler`` calls, ``micro_batch_index``'s order of the stream, and a
+Each check calls the reader's function on fixed inputs and compares it with what torch does:
+``torch.nn.utils.clip_grad_norm_`` on the whole gradients that the shards were cut from, the
+scale update ``torch.amp.GradScaler`` calls, DDP's own bucket assignment
+(``torch.distributed._compute_bucket_assignment_by_size``, which needs no process group), and a
 ring all-reduce simulated step by step (its sums, and the values each process sends).
 """
 
 from __future__ import annotations
 
-import math
+import functools
 
 import torch
+import torch.distributed as dist
 
-from book_exercises.core import Case, Mistake, exercise
-from transformer_book import TRANSLATION_CONFIG, micro_batch_index
+from book_exercises.core import Case, Mistake, exercise, same, seeded
+from transformer_book import TRANSLATION_CONFIG
 
 # ---------------------------------------------------------------------------------------------
-# Exercise 1: the parameter bytes one process holds under FSDP
+# Exercise 1: the global gradient norm under FSDP
 
 
-def _cut(
-    shapes,
-    world_size,
-    rank,
-    bytes_per_value,
-    rows=lambda shape: shape[0],
-    held=lambda piece, left: max(0, min(piece, left)),
-):
-    """Mistaken cuts: the axis cut (``rows``) and the rows a rank holds (``held``)."""
-    total = 0
-    for shape in shapes:
-        count = rows(shape)
-        piece = -(-count // world_size)
-        total += held(piece, count - rank * piece) * math.prod(shape) // count
-    return total * bytes_per_value
+def _cut(gradients, world_size):
+    """Process r's piece of every gradient, its rows cut like torch.chunk (empty past the pieces)."""
+    shards = [[] for _ in range(world_size)]
+    for gradient in gradients:
+        pieces = gradient.chunk(world_size)
+        for rank, shard in enumerate(shards):
+            shard.append((pieces[rank] if rank < len(pieces) else gradient[:0]).clone())
+    return shards
 
 
-def _split_evenly(shapes, world_size, rank, bytes_per_value):
-    """numpy.array_split / torch.tensor_split: the first rows % N ranks hold one row more."""
-    total = 0
-    for shape in shapes:
-        rows = shape[0]
-        held = rows // world_size + (rank < rows % world_size)
-        total += held * math.prod(shape[1:])
-    return total * bytes_per_value
+def _clip_cases():
+    generator = seeded(17)
 
+    def shards(world_size, shapes, scales):
+        gradients = [torch.randn(shape, generator=generator) * scale for shape, scale in zip(shapes, scales)]
+        return _cut(gradients, world_size)
 
-def _translator_shapes():
-    from transformer_book import make_model
-
-    model = make_model(2139, 2810, **TRANSLATION_CONFIG)  # chapter 14's vocabularies
-    return [tuple(p.shape) for p in model.parameters()]
-
-
-def _shard_cases():
-    shapes = _translator_shapes()
     return [
-        Case((shapes, 2, 0, 4), "the translator's 88 tensors, 2 processes, rank 0, float32"),
-        Case((shapes, 2, 1, 4), "the translator, 2 processes, rank 1, float32"),
-        Case(([(5, 3), (7,), (2, 2)], 4, 3, 2), "shapes (5, 3), (7,), (2, 2); 4 processes, rank 3, 2 bytes a value"),
-        Case(([(8, 8), (3,)], 4, 1, 4), "shapes (8, 8), (3,); 4 processes, rank 1, float32"),
+        Case((shards(2, [(6, 4), (6,), (3, 5)], [1.0, 1.0, 1.0]), 1.0), "2 processes, 3 gradients, max_norm 1"),
+        Case(
+            (shards(3, [(7, 3), (2,), (1, 4)], [0.5, 4.0, 2.0]), 2.0),
+            "3 processes, gradients of 7, 2 and 1 rows (process 2 holds no row of the last two), max_norm 2",
+        ),
+        Case((shards(4, [(10, 2), (5,)], [3.0, 0.1]), 0.5), "4 processes, a large and a small gradient, max_norm 0.5"),
+        Case((shards(2, [(4, 3), (4,)], [0.01, 0.01]), 1.0), "2 processes, a norm below max_norm 1"),
     ]
 
 
+def _clip_by(shards, norms, max_norm, clamp=True):
+    """Every process's shards times min(1, max_norm / (its norm + 1e-6)) (no min without clamp)."""
+    factors = [max_norm / (norm + 1e-6) for norm in norms]
+    factors = [torch.clamp(factor, max=1.0) if clamp else factor for factor in factors]
+    return [[shard * factor for shard in mine] for mine, factor in zip(shards, factors)]
+
+
+def _squares(shards):
+    """Each process's sum of the squares of its shards."""
+    return [torch.stack([shard.pow(2).sum() for shard in mine]).sum() for mine in shards]
+
+
+def _with_norm(shards, max_norm, total):
+    """Clipped by one shared norm, ``total``, which is also returned."""
+    return _clip_by(shards, [total] * len(shards), max_norm), total
+
+
+def _as_clipped(got):
+    """The reader's (shards, norm), the norm as a 0-d float64 tensor."""
+    if isinstance(got, (tuple, list)) and len(got) == 2:
+        norm = got[1]
+        if isinstance(norm, (int, float)) or (isinstance(norm, torch.Tensor) and norm.numel() == 1):
+            return got[0], torch.tensor(float(norm), dtype=torch.float64)
+    return got
+
+
+def _describe_clipping(got, expected, case):
+    """Clipped by each process's own norm (whatever norm returned), or one of the two parts right."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return "return a pair: (the clipped shards, the total norm)"
+    shards, max_norm = case.args
+    if same(got[0], _clip_by(shards, [square.sqrt() for square in _squares(shards)], max_norm)):
+        return _LOCAL
+    if same(got[0], expected[0]):
+        return f"on {case.label}, the shards are right but the norm is not: torch's is {float(expected[1]):.4f}"
+    if same(got[1], expected[1]):
+        return (
+            f"on {case.label}, the norm is right but the shards are not: every shard of every "
+            "process is multiplied by min(1, max_norm / (norm + 1e-6))"
+        )
+    return None
+
+
+_LOCAL = (
+    "each process clipped by the norm of its own shards: the norm is that of the whole "
+    "gradients, so each process sums the squares of its shards, an all-reduce adds the N "
+    "sums, and every process scales its shards by the same factor."
+)
+
+
 @exercise(
-    cases=_shard_cases,
-    success="matches torch.chunk's pieces",
+    cases=_clip_cases,
+    success="matches clip_grad_norm_ on the whole gradients",
+    normalize=_as_clipped,
+    describe=_describe_clipping,
+    adapt=lambda function: lambda shards, max_norm: function([[s.clone() for s in mine] for mine in shards], max_norm),
     mistakes=[
         Mistake(
-            "FSDP cuts each tensor, not the total: every tensor's rows go in pieces of "
-            "ceil(rows / world_size) (torch.chunk), so the first ranks hold a little "
-            "more and the last ones less, or nothing.",
-            lambda shapes, w, r, b: sum(math.prod(s) for s in shapes) * b // w,
+            _LOCAL,
+            lambda shards, max_norm: (
+                _clip_by(shards, [square.sqrt() for square in _squares(shards)], max_norm),
+                torch.stack(_squares(shards)).sum().sqrt(),
+            ),
         ),
         Mistake(
-            "rows // world_size drops the remainder rows: a piece holds "
-            "ceil(rows / world_size) rows, -(-rows // world_size), and the last ranks "
-            "hold what is left.",
-            lambda shapes, w, r, b: sum(s[0] // w * math.prod(s[1:]) for s in shapes) * b,
+            "the mean of the processes' norms is not the norm of the whole: norms do not "
+            "add, squares do. Sum the squares over every shard of every process, then take "
+            "the square root.",
+            lambda shards, max_norm: _with_norm(
+                shards, max_norm, torch.stack([square.sqrt() for square in _squares(shards)]).mean()
+            ),
         ),
         Mistake(
-            "count bytes, not values: multiply by bytes_per_value.",
-            lambda shapes, w, r, b: shard_bytes(shapes, w, r, 1),
+            "the sum of the processes' norms is too large (the triangle inequality): norms do "
+            "not add, squares do. Sum the squares over every shard of every process, then "
+            "take the square root.",
+            lambda shards, max_norm: _with_norm(
+                shards, max_norm, torch.stack([square.sqrt() for square in _squares(shards)]).sum()
+            ),
         ),
         Mistake(
-            "torch.chunk does not spread the remainder one row each over the first ranks "
-            "(that is torch.tensor_split): every piece but the last holds "
-            "ceil(rows / world_size) rows, and the last ones hold what is left, or nothing.",
-            _split_evenly,
+            "the all-reduced sum is of squares: take its square root before comparing it "
+            "with max_norm (and return the norm, not its square).",
+            lambda shards, max_norm: _with_norm(shards, max_norm, torch.stack(_squares(shards)).sum()),
         ),
         Mistake(
-            "the last pieces are smaller or empty: a rank holds min(piece, rows - rank · "
-            "piece) rows, not a whole piece.",
-            lambda shapes, w, r, b: _cut(shapes, w, r, b, held=lambda piece, left: piece),
-        ),
-        Mistake(
-            "a rank past the end of a small tensor holds no rows, not a negative number: max(0, rows - rank · piece).",
-            lambda shapes, w, r, b: _cut(shapes, w, r, b, held=min),
-        ),
-        Mistake(
-            "FSDP cuts a tensor's first axis, its rows (shape[0]), not its last.",
-            lambda shapes, w, r, b: _cut(shapes, w, r, b, rows=lambda shape: shape[-1]),
+            "clipping only shrinks: the factor is min(1, max_norm / (norm + 1e-6)), so "
+            "gradients whose norm is below max_norm are left as they are.",
+            lambda shards, max_norm: (
+                _clip_by(
+                    shards,
+                    [torch.stack(_squares(shards)).sum().sqrt()] * len(shards),
+                    max_norm,
+                    clamp=False,
+                ),
+                torch.stack(_squares(shards)).sum().sqrt(),
+            ),
         ),
     ],
 )
-def shard_bytes(shapes, world_size, rank, bytes_per_value):
-    """The bytes of parameters that process `rank` holds when FSDP cuts every tensor's rows like torch.chunk.
+def clip_sharded(shards, max_norm):
+    """(the clipped shards, the total norm) of N processes' shards, as clip_grad_norm_ on the whole gradients.
 
-    torch.chunk's piece ``rank`` of each tensor (none past the pieces it returns)."""
-    total = 0
-    for shape in shapes:
-        pieces = torch.empty(shape, device="meta").chunk(world_size)
-        total += pieces[rank].numel() if rank < len(pieces) else 0
-    return total * bytes_per_value
+    ``shards[r][i]``: process r's piece of gradient i, its rows cut like torch.chunk (empty past
+    the pieces). The reference joins each gradient's pieces, calls torch.nn.utils.clip_grad_norm_
+    on the whole gradients, and cuts the clipped gradients again."""
+    world_size, count = len(shards), len(shards[0])
+    parameters = []
+    for i in range(count):
+        whole = torch.cat([shards[rank][i] for rank in range(world_size)])
+        parameter = torch.nn.Parameter(torch.empty_like(whole))
+        parameter.grad = whole.clone()
+        parameters.append(parameter)
+    norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    clipped = [[None] * count for _ in range(world_size)]
+    for i, parameter in enumerate(parameters):
+        rows = [shards[rank][i].shape[0] for rank in range(world_size)]
+        for rank, piece in enumerate(parameter.grad.split(rows)):
+            clipped[rank][i] = piece
+    return clipped, norm.double()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,48 +245,142 @@ def update_scale(scale, found_inf, good_steps, growth_interval):
 
 
 # ---------------------------------------------------------------------------------------------
-# Exercise 3: where a resumed run picks up the stream
+# Exercise 3: DDP's gradient buckets
+
+MIB = 2**20
 
 
-def _resume_cases():
+@functools.cache
+def _translator_shapes():
+    from transformer_book import make_model
+
+    model = make_model(2139, 2810, **TRANSLATION_CONFIG)  # chapter 14's vocabularies
+    return [tuple(parameter.shape) for parameter in model.parameters()]
+
+
+def _translator_parameters():
+    """Zeros of the translator's 88 shapes (new ones each time: a reader's code may change them)."""
+    return [torch.zeros(shape) for shape in _translator_shapes()]
+
+
+def _bucket_cases():
+    translator = _translator_parameters()
+    small = [torch.zeros(shape, dtype=torch.bfloat16) for shape in [(8, 4), (8,), (4, 4), (16,), (8, 8), (8,)]]
+    vectors = [torch.zeros(n) for n in (5, 3, 2, 6, 1, 2, 4)]
     return [
-        Case((10, 2, 1, 1177), "step 10, 2 processes, no accumulation, 1,177 batches an epoch"),
-        Case((10, 1, 2, 1177), "step 10, 1 process accumulating 2"),
-        Case((700, 4, 2, 1177), "step 700, 4 processes accumulating 2"),
-        Case((147, 8, 1, 1176), "step 147, 8 processes: the start of epoch 2"),
+        Case(
+            (translator, 25 * MIB, MIB),
+            "the translator's 88 tensors, DDP's default caps (1 MiB, then 25 MiB)",
+        ),
+        Case((translator, MIB, MIB), "the translator, every cap 1 MiB (bucket_cap_mb=1)"),
+        Case(
+            (small, 64, 16),
+            "6 bfloat16 tensors (2 bytes a value), caps 16 then 64 bytes",
+        ),
+        Case(
+            (vectors, 24, 16),
+            "7 float32 vectors of 5, 3, 2, 6, 1, 2, 4 values, caps 16 then 24 bytes",
+        ),
     ]
 
 
+def _buckets(
+    parameters,
+    bucket_cap,
+    first_bucket_cap,
+    last_first=True,
+    size=lambda p: p.numel() * p.element_size(),
+    close=lambda held, cap: held >= cap,
+    before=False,
+    first=True,
+):
+    """Mistaken rules, one switch each: the order, a tensor's size, when a bucket closes, the first cap."""
+    order = range(len(parameters) - 1, -1, -1) if last_first else range(len(parameters))
+    buckets, held, cap = [[]], 0, first_bucket_cap if first else bucket_cap
+    for index in order:
+        if before and buckets[-1] and held + size(parameters[index]) > cap:  # the wrapper's rule
+            buckets, held, cap = [*buckets, []], 0, bucket_cap
+        buckets[-1].append(index)
+        held += size(parameters[index])
+        if not before and close(held, cap):
+            buckets, held, cap = [*buckets, []], 0, bucket_cap
+    return [bucket for bucket in buckets if bucket]
+
+
+def _as_buckets(got):
+    """The reader's buckets as lists of ints."""
+    try:
+        return [[int(index) for index in bucket] for bucket in got]
+    except (TypeError, ValueError):
+        return got
+
+
+def _describe_buckets(got, expected, case):
+    if not isinstance(got, list) or not all(isinstance(bucket, list) for bucket in got):
+        return "return a list of buckets, each a list of parameter indices"
+    for number, (mine, theirs) in enumerate(zip(got, expected)):
+        if mine != theirs:
+            return f"on {case.label}, DDP's bucket {number} holds parameters {theirs}; yours holds {mine}"
+    return f"on {case.label}, DDP makes {len(expected)} buckets; you made {len(got)}"
+
+
+_WRAPPER = (
+    "that is the chapter's wrapper's rule (a new bucket before a tensor that would pass the "
+    "cap). DDP adds the tensor first and closes the bucket as soon as it holds cap bytes or "
+    "more, so a bucket passes its cap by its last tensor; and the first bucket's cap is "
+    "first_bucket_cap."
+)
+
+
 @exercise(
-    cases=_resume_cases,
-    success="matches micro_batch_index's stream",
+    cases=_bucket_cases,
+    success="matches torch's bucket assignment",
+    normalize=_as_buckets,
+    describe=_describe_buckets,
     mistakes=[
         Mistake(
-            "a step reads world_size × accumulate batches: one per process per "
-            "micro-batch, so step s starts at batch s · world_size · accumulate.",
-            lambda s, w, k, n: resume_position(s, 1, k, n),
+            "gradients become ready from the last layer back: DDP fills its buckets from the "
+            "last parameter registered to the first, so the first bucket holds the last "
+            "parameters (listed last first).",
+            lambda parameters, cap, first: _buckets(parameters, cap, first, last_first=False),
         ),
         Mistake(
-            "accumulation reads batches too: step s starts at s · world_size · accumulate, not s · world_size.",
-            lambda s, w, k, n: resume_position(s, w, 1, n),
+            _WRAPPER,
+            lambda parameters, cap, first: _buckets(parameters, cap, first, before=True, first=False),
         ),
         Mistake(
-            "epochs count from 1 (the seed of epoch e is seed · 1000 + e): add 1 to index // batches_per_epoch.",
-            lambda s, w, k, n: ((s * w * k) // n, (s * w * k) % n),
+            _WRAPPER,
+            lambda parameters, cap, first: _buckets(parameters, cap, first, before=True),
         ),
         Mistake(
-            "the index within the epoch is what is left after the whole epochs: "
-            "index % batches_per_epoch, not the index in the whole stream.",
-            lambda s, w, k, n: ((s * w * k) // n + 1, s * w * k),
+            "the caps are bytes: a tensor takes numel() × element_size() bytes, not numel().",
+            lambda parameters, cap, first: _buckets(parameters, cap, first, size=lambda p: p.numel()),
+        ),
+        Mistake(
+            "the first bucket has its own, smaller cap (first_bucket_cap, 1 MiB by default), so "
+            "that the first all-reduce starts early; bucket_cap applies from the second bucket on.",
+            lambda parameters, cap, first: _buckets(parameters, cap, first, first=False),
+        ),
+        Mistake(
+            "a bucket that reaches its cap exactly is full: DDP closes it when it holds cap bytes or more (>=, not >).",
+            lambda parameters, cap, first: _buckets(parameters, cap, first, close=lambda held, cap: held > cap),
         ),
     ],
 )
-def resume_position(step, world_size, accumulate, batches_per_epoch):
-    """(the epoch, counted from 1, and the index within it) of the first batch step `step` reads.
+def ddp_buckets(parameters, bucket_cap, first_bucket_cap):
+    """DDP's gradient buckets, in the order their all-reduces start: lists of parameter indices.
 
-    The epoch (from 1) and index in it of the stream's batch micro_batch_index gives first."""
-    index = micro_batch_index(step, 0, 0, world_size, accumulate)
-    return index // batches_per_epoch + 1, index % batches_per_epoch
+    torch's own assignment, ``torch.distributed._compute_bucket_assignment_by_size``, given the
+    parameters last first (the order DDP's Reducer rebuilds its buckets in after the first step)
+    and the caps [first_bucket_cap, bucket_cap]."""
+    order = list(range(len(parameters) - 1, -1, -1))
+    buckets, _ = dist._compute_bucket_assignment_by_size(
+        [parameters[index] for index in order],
+        [first_bucket_cap, bucket_cap],
+        [False] * len(order),
+        order,
+    )
+    return [list(bucket) for bucket in buckets]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -56,6 +56,16 @@ def _margin(pc, pr, rc, rr):
             "that is DPO's loss: IPO replaces -log sigmoid(beta h) by the square (h - 1 / (2 beta))^2.",
             lambda pc, pr, rc, rr, b: -F.logsigmoid(b * _margin(pc, pr, rc, rr)).mean(),
         ),
+        Mistake(
+            "the target is subtracted from the margin: (h - 1 / (2 beta))^2 pulls h up to 1 / (2 beta); "
+            "(h + 1 / (2 beta))^2 pulls it down to minus that, preferring the rejected poem.",
+            lambda pc, pr, rc, rr, b: ((_margin(pc, pr, rc, rr) + 1 / (2 * b)) ** 2).mean(),
+        ),
+        Mistake(
+            "the loss is the mean over the pairs, not their sum (a sum grows with the batch, and so "
+            "does the step the learning rate takes).",
+            lambda pc, pr, rc, rr, b: ((_margin(pc, pr, rc, rr) - 1 / (2 * b)) ** 2).sum(),
+        ),
     ],
 )
 def ipo_loss(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta):
@@ -103,6 +113,15 @@ def _cdpo(pc, pr, rc, rr, beta, eps):
             "beta multiplies the margin inside the sigmoid, not the loss outside it.",
             lambda pc, pr, rc, rr, b, e: b * _cdpo(pc, pr, rc, rr, 1.0, e),
         ),
+        Mistake(
+            "the flipped reading is missing: scaling DPO's loss by 1 - epsilon only makes the step "
+            "smaller; add epsilon times -log sigmoid(-beta h), the loss of the pair read the other way.",
+            lambda pc, pr, rc, rr, b, e: (-(1 - e) * F.logsigmoid(b * _margin(pc, pr, rc, rr))).mean(),
+        ),
+        Mistake(
+            "the loss is the mean over the pairs, not their sum.",
+            lambda pc, pr, rc, rr, b, e: _cdpo(pc, pr, rc, rr, b, e) * pc.numel(),
+        ),
     ],
 )
 def cdpo_loss(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta, smoothing):
@@ -143,6 +162,16 @@ def _drgrpo_cases():
             "groups are consecutive: reshape to (groups, group_size), i.e. view(-1, group_size), "
             "not view(group_size, -1).",
             lambda r, g: (r.view(g, -1) - r.view(g, -1).mean(0, keepdim=True)).flatten(),
+        ),
+        Mistake(
+            "a group's mean runs along its row: mean(dim=1) of the (groups, group_size) view; mean(dim=0) "
+            "averages the i-th poem of every group, a mean across prompts.",
+            lambda r, g: (r.view(-1, g) - r.view(-1, g).mean(0, keepdim=True)).flatten(),
+        ),
+        Mistake(
+            "return one advantage per reward, in the rewards' order and shape (groups * group_size,): "
+            "flatten the (groups, group_size) view.",
+            lambda r, g: r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True),
         ),
     ],
 )

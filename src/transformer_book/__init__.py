@@ -36,7 +36,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``translation`` (chapter 14): English -> Chinese with the book's Transformer
 - ``poems`` (chapter 15): Tang poems
 - ``gpt`` (chapter 15): A decoder-only Transformer, GPT-style, built from the book's parts
-- ``hf_parity`` (chapters 15, 16): Parity with Hugging Face's models
+- ``hf_parity`` (chapters 15, 16, 20): Parity with Hugging Face's models
 - ``poet`` (chapter 15): Writing poems
 - ``modern`` (chapter 16): Today's decoder-only block
 - ``sweeps`` (chapter 16): Chapter 16's sweeps

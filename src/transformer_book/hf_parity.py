@@ -277,11 +277,76 @@ def llama_from_hf(theirs) -> ModernDecoder:
     return ours.train(theirs.training)
 
 
+# %% book/20_preferences_and_rewards.ipynb, cell 37
+# The way back (chapter 20): our GPT copied into a Hugging Face GPT-2, so that a
+# library written for transformers' models (trl) can train or score the poet.
+HF_ACTIVATION_NAMES = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+
+
+def _config_to_hf(c: GPTConfig, **token_ids):
+    from transformers import GPT2Config
+
+    for name, value in (
+        ("norm_first", c.norm_first),
+        ("learned_positions", c.learned_positions),
+    ):
+        if value is not True:
+            raise ValueError(
+                f"GPTConfig.{name}={value!r} has no GPT-2 counterpart (need True)"
+            )
+    if c.activation not in HF_ACTIVATION_NAMES:
+        raise ValueError(
+            f"GPTConfig.activation={c.activation!r} has no GPT-2 counterpart; "
+            f"expected one of {sorted(HF_ACTIVATION_NAMES)}"
+        )
+    return GPT2Config(
+        vocab_size=c.vocab_size,
+        n_positions=c.max_len,
+        n_embd=c.d_model,
+        n_head=c.heads,
+        n_layer=c.layers,
+        n_inner=c.d_ff,
+        activation_function=HF_ACTIVATION_NAMES[c.activation],
+        resid_pdrop=c.dropout,
+        embd_pdrop=c.dropout,
+        attn_pdrop=c.dropout,
+        layer_norm_epsilon=c.eps,
+        tie_word_embeddings=c.tie_embeddings,
+        **token_ids,
+    )
+
+
+@torch.no_grad()
+def gpt_to_hf(ours: GPT, bos_token_id=None, eos_token_id=None, pad_token_id=None):
+    """Build a Hugging Face ``GPT2LMHeadModel`` holding a copy of our GPT's weights.
+
+    The inverse of ``gpt_from_hf``, in our dtype, on our device and in our mode; the
+    token ids go to its configuration. Needs ``transformers``."""
+    from transformers import GPT2LMHeadModel
+
+    if not isinstance(ours, GPT):
+        raise TypeError(f"expected our GPT; got {type(ours).__name__}")
+    ids = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id)
+    config = _config_to_hf(ours.config, **ids, pad_token_id=pad_token_id)
+    reference = next(ours.parameters())
+    theirs = GPT2LMHeadModel(config).to(device=reference.device, dtype=reference.dtype)
+    written = set()
+    for _, mine, their, convert in hf_parameter_pairs(ours, theirs):
+        convert(their).copy_(mine)  # convert(their) is a view of their tensor
+        written.add(id(their))
+    missed = [name for name, p in theirs.named_parameters() if id(p) not in written]
+    if missed:
+        raise RuntimeError(f"no weight of our GPT copied into {missed}")
+    return theirs.train(ours.training)
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "HF_ACTIVATIONS",
+    "HF_ACTIVATION_NAMES",
     "LLAMA_ROPE_TYPES",
     "gpt_from_hf",
+    "gpt_to_hf",
     "hf_config",
     "hf_parameter_pairs",
     "llama_from_hf",

@@ -26,6 +26,7 @@ from transformer_book.preference import (
     sample_group,
     train_dpo,
 )
+from transformer_book.rhyme import repeats_rhyme
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int
 
@@ -168,6 +169,7 @@ def grpo_round(
     record = dict(
         reward=scores.mean().item(),
         form=sum(map(regular_form, poems)) / len(poems),
+        repeated=sum(map(repeats_rhyme, poems)) / len(poems),  # the hack to watch
         flat_groups=int(flat.sum()),
     )
     batch = tokens, response_mask(tokens, end), advantages[kept].to(tokens.device)
@@ -232,9 +234,13 @@ def train_grpo(
 
 # %% book/20_preferences_and_rewards.ipynb, cell 35
 # How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
-# settings; both start from the base poet and write its stage of POET_STAGES' names.
+# settings, each from the base poet; "grpo_no_kl" is GRPO without its KL term (beta 0),
+# the arm that shows what the term buys against reward hacking.
 PREFERENCE_ARMS = {
     "grpo": dict(steps=200, groups=4, group_size=8, lr=1e-4, beta=0.04, iterations=2),
+    "grpo_no_kl": dict(
+        steps=200, groups=4, group_size=8, lr=1e-4, beta=0.0, iterations=2
+    ),
     "dpo": dict(pairs=512, steps=200, batch_size=16, lr=1e-4, beta=0.1),
 }
 PREFERENCE_WEIGHTS = "tang_poet_{arm}.pt"  # in half precision, as the base poet's
@@ -244,9 +250,11 @@ PREFERENCE_RECORD = "tang_poet_{arm}.json"
 def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
     """Train one arm of ``PREFERENCE_ARMS`` from the shipped poet: (Poet, history).
 
-    "grpo": ``train_grpo`` with the rhyme reward; "dpo": ``train_dpo`` on
-    ``preference_pairs`` of the poet's own poems. ``settings`` replaces the arm's
-    recipe (a dict as in ``PREFERENCE_ARMS``), ``steps`` its number of steps."""
+    "grpo" and "grpo_no_kl": ``train_grpo`` with the rhyme reward; "dpo":
+    ``train_dpo`` on ``preference_pairs`` of the poet's own poems. ``settings``
+    replaces the arm's recipe (a dict as in ``PREFERENCE_ARMS``), ``steps`` its
+    number of steps; the poet trains on ``device``, its poems drawn with a seeded
+    generator on the CPU."""
     if arm not in PREFERENCE_ARMS:
         raise ValueError(f"arm must be one of {sorted(PREFERENCE_ARMS)}; got {arm!r}")
     settings = dict(PREFERENCE_ARMS[arm] if settings is None else settings, seed=seed)
@@ -254,7 +262,7 @@ def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
         settings["steps"] = steps
     poet = pretrained_poet(device)
     torch.manual_seed(seed)
-    if arm == "grpo":
+    if arm != "dpo":
         return poet, train_grpo(poet, **settings)
     pairs = preference_pairs(poet, settings.pop("pairs"), seed=seed)
     return poet, train_dpo(poet, pairs, **settings)

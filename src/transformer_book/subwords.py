@@ -9,7 +9,7 @@ Chinese, and vocabularies with an unknown token (chapter 13)."""
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -40,15 +40,17 @@ def word_symbols(word: str) -> tuple[str, ...]:
 # %% book/13_tokens_from_text.ipynb, cell 27
 def count_pairs(words: Counter) -> Counter:
     """How often each pair of adjacent symbols occurs, over words and their counts."""
-    pairs = Counter()
+    pairs = defaultdict(int)  # 0 for a pair not seen yet (faster than a Counter)
     for symbols, count in words.items():
         for pair in pairwise(symbols):  # (s0, s1), (s1, s2), ...
             pairs[pair] += count
-    return pairs
+    return Counter(pairs)
 
 
 def merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
     """Merge each ``pair`` in ``symbols`` into one symbol, left to right."""
+    if pair[0] not in symbols:  # most words: nothing to merge
+        return tuple(symbols)
     merged, i = [], 0
     while i < len(symbols):
         if symbols[i : i + 2] == pair:
