@@ -1,11 +1,16 @@
 """A scaling law for the poet (issue 44): an IsoFLOP sweep, a fit, and a larger run it predicts.
 
     python tools/train_scaling_sweep.py --plan               # the arms, steps and FLOPs (no training)
+    python tools/train_scaling_sweep.py --device cpu --budgets 5e11 1.5e12 5e12 --held-out-budget 1.5e13
+        # the committed record: the sweep at a third of the default budgets, on one CPU thread
+    python tools/train_scaling_sweep.py --refit      # fit the recorded runs again (after a change to the fit)
     python tools/train_scaling_sweep.py --device cuda        # train every arm, fit, train the held-out run
     python tools/train_scaling_sweep.py --device cuda --check  # retrain one recorded arm and compare
     python tools/train_scaling_sweep.py --budgets 1e9 3e9 --held-out-budget 1e10 --sizes 32x1 64x1 --out DIR
 
-The default budgets are sized for a GPU: the plan (``--plan``) counts 1.5e14 FLOPs in at most about
+The committed record (``weights/scaling_sweep.json``, chapter 18) was made on one thread of a
+shared 2-core Intel Xeon on 2026-11-28 with the budgets above, a third of the defaults (5e13 FLOPs
+in all). The default budgets are sized for a GPU: the plan (``--plan``) counts 1.5e14 FLOPs in at most about
 13,700 steps of 64 poems, about two minutes at the 2 TFLOP/s the poet's step reaches on an H100
 (chapter 18) if no step takes less than 8 ms, about 1.5 hours on one CPU thread. The sizes run from
 d_model 64 and 1 layer up, because the poet's 5,501-token vocabulary makes the embedding most of
@@ -206,6 +211,29 @@ def check(out: Path, device: torch.device, poems, held_out, vocab) -> int:
     return 0
 
 
+def refit(out: Path) -> int:
+    """Fit the recorded runs again with the package's ``isoflop_fit`` (after a change to the fit) and
+    rewrite the record's ``fit`` and ``prediction``; refused if the new prediction would have chosen
+    another size for the held-out run than the one trained."""
+    from transformer_book import PoemVocabulary, isoflop_fit, poem_split, predict_at
+
+    path = out / RECORD_FILE
+    record = json.loads(path.read_text(encoding="utf-8"))
+    law = isoflop_fit(record["runs"])
+    prediction = predict_at(law, record["settings"]["held_out_budget"])
+    vocab_size = len(PoemVocabulary.from_poems(poem_split("train")))
+    sizes = [tuple(size) for size in record["settings"]["sizes"]]
+    size = min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / prediction["parameters"])))
+    trained = (record["held_out_run"]["d_model"], record["held_out_run"]["layers"])
+    if size != trained:
+        print(f"--refit: the new fit would train {size}, the record trained {trained}; rerun the sweep", file=sys.stderr)
+        return 1
+    write(dict(record, fit=law, prediction=prediction), out)
+    error = record["held_out_run"]["loss"] / prediction["loss"] - 1
+    print(f"--refit: predicted {prediction['loss']:.4f}, trained {record['held_out_run']['loss']:.4f} ({error:+.2%})")
+    return 0
+
+
 def parse_size(text: str) -> tuple[int, int]:
     try:
         d_model, layers = (int(part) for part in text.lower().split("x"))
@@ -225,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=float, nargs="+", default=list(BUDGETS), help="FLOPs per arm")
     parser.add_argument("--held-out-budget", type=float, default=HELD_OUT_BUDGET)
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
+    parser.add_argument("--refit", action="store_true", help="fit the recorded runs again; train nothing")
     args = parser.parse_args(argv)
+    if args.refit:
+        return refit(args.out)
     from speed_ladder import device_from, machine
     from transformer_book import isoflop_fit, predict_at, synchronize
 
