@@ -45,17 +45,17 @@ def test_the_fit_recovers_a_known_law():
         for factor in (0.25, 0.5, 1.0, 2.0, 4.0):
             n = best_n * factor
             runs.append({"budget": budget, "parameters": n, "loss": best_loss + 0.1 * math.log(factor) ** 2})
-    law = sweep.fit(runs)
+    law = transformer_book.isoflop_fit(runs)
     assert law["loss_law"]["b"] == pytest.approx(0.05, rel=1e-6)
     assert law["size_law"]["e"] == pytest.approx(0.5, rel=1e-6)
-    predicted = sweep.predict(law, 3e13)
+    predicted = transformer_book.predict_at(law, 3e13)
     assert predicted["loss"] == pytest.approx(optimum(3e13)[1], rel=1e-6)
     assert predicted["parameters"] == pytest.approx(optimum(3e13)[0], rel=1e-6)
 
 
 def test_one_budget_is_no_law():
     with pytest.raises(ValueError, match="a law needs at least two budgets"):
-        sweep.fit([{"budget": 1e12, "parameters": n, "loss": 3.0} for n in (1e5, 2e5, 4e5)])
+        transformer_book.isoflop_fit([{"budget": 1e12, "parameters": n, "loss": 3.0} for n in (1e5, 2e5, 4e5)])
 
 
 FOUR = ["床前明月光，疑是地上霜。举头望明月，低头思故乡。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。"]
@@ -149,3 +149,33 @@ def test_the_tools_keep_everything_on_a_simulated_gpu(toy, monkeypatch):
         loss, _ = sweep.train_arm(arm, POEMS, FOUR, PoemVocabulary.from_poems(POEMS), cuda)
     assert record["machine"]["device"] == "cuda" and "tf32" in record["machine"]["peak_flops"]
     assert all("error" not in record["arms"][name] for name in rungs) and loss > 0
+
+
+def test_the_fit_refuses_what_it_cannot_fit_by_name():
+    with pytest.raises(ValueError, match="degree 2 needs more than 2 points"):
+        transformer_book.least_squares([1.0, 2.0], [3.0, 4.0], 2)
+    with pytest.raises(ValueError, match="got 3 xs and 2 ys"):
+        transformer_book.least_squares([1.0, 2.0, 3.0], [3.0, 4.0], 1)
+    with pytest.raises(ValueError, match="no minimum"):
+        transformer_book.parabola_minimum([1.0, 2.0, 3.0], [1.0, 2.0, 1.5])
+    with pytest.raises(ValueError, match="budget must be a positive number; got budget=-1"):
+        transformer_book.predict_at({"loss_law": {"a": 1, "b": 0.1}, "size_law": {"k": 1, "e": 0.5}}, -1)
+
+
+def test_a_budget_without_a_valley_stands_on_its_lowest_run():
+    runs = [{"budget": 1e12, "parameters": n, "loss": loss} for n, loss in zip((1e5, 2e5, 4e5), (3.9, 4.0, 3.6))]
+    runs += [{"budget": 1e13, "parameters": n, "loss": 3.0 + (i - 1) ** 2} for i, n in enumerate((1e5, 2e5, 4e5))]
+    law = transformer_book.isoflop_fit(runs)
+    first, second = law["optima"]
+    assert first["method"] == "the lowest run (no parabola minimum)" and first["parameters"] == pytest.approx(4e5)
+    assert second["method"] == "parabola" and second["loss"] == pytest.approx(3.0)
+
+
+def test_a_vertex_outside_the_sizes_is_not_taken():
+    # losses still falling at the smallest size: the parabola's vertex lies below the grid
+    runs = [{"budget": 1e12, "parameters": n, "loss": loss} for n, loss in zip((1e5, 2e5, 4e5), (3.0, 3.1, 3.5))]
+    runs += [{"budget": 1e13, "parameters": n, "loss": 2.0 + (i - 1) ** 2} for i, n in enumerate((1e5, 2e5, 4e5))]
+    first, second = transformer_book.isoflop_fit(runs)["optima"]
+    assert first["method"] == "the lowest run (the parabola's minimum is outside the sizes)"
+    assert (first["parameters"], first["loss"]) == (pytest.approx(1e5), 3.0)
+    assert second["method"] == "parabola"

@@ -1,11 +1,16 @@
 """A scaling law for the poet (issue 44): an IsoFLOP sweep, a fit, and a larger run it predicts.
 
     python tools/train_scaling_sweep.py --plan               # the arms, steps and FLOPs (no training)
+    python tools/train_scaling_sweep.py --device cpu --budgets 5e11 1.5e12 5e12 --held-out-budget 1.5e13
+        # the committed record: the sweep at a third of the default budgets, on one CPU thread
+    python tools/train_scaling_sweep.py --refit      # fit the recorded runs again (after a change to the fit)
     python tools/train_scaling_sweep.py --device cuda        # train every arm, fit, train the held-out run
     python tools/train_scaling_sweep.py --device cuda --check  # retrain one recorded arm and compare
     python tools/train_scaling_sweep.py --budgets 1e9 3e9 --held-out-budget 1e10 --sizes 32x1 64x1 --out DIR
 
-The default budgets are sized for a GPU: the plan (``--plan``) counts 1.5e14 FLOPs in at most about
+The committed record (``weights/scaling_sweep.json``, chapter 18) was made on one thread of a
+shared 2-core Intel Xeon on 2026-11-28 with the budgets above, a third of the defaults (5e13 FLOPs
+in all). The default budgets are sized for a GPU: the plan (``--plan``) counts 1.5e14 FLOPs in at most about
 13,700 steps of 64 poems, about two minutes at the 2 TFLOP/s the poet's step reaches on an H100
 (chapter 18) if no step takes less than 8 ms, about 1.5 hours on one CPU thread. The sizes run from
 d_model 64 and 1 layer up, because the poet's 5,501-token vocabulary makes the embedding most of
@@ -22,7 +27,7 @@ with chapter 18's ``flops_per_token`` (the batches are drawn here as ``train_lm`
 an arm takes the fewest steps whose FLOPs reach the budget. Each arm is scored by its mean
 cross-entropy per token on the held-out poems (``poem_losses``).
 
-The fit (``fit``): at each budget a parabola of the held-out loss against log(parameters) gives the
+The fit (chapter 18's ``isoflop_fit``, with ``predict_at``): at each budget a parabola of the held-out loss against log(parameters) gives the
 compute-optimal size and its loss (the IsoFLOP method, Hoffmann et al. 2022, approach 2); a line
 through log(optimal loss) against log(budget) is the law L(C) = a · C^(−b), and a line through
 log(optimal parameters) against log(budget) gives N_opt(C). The law then predicts the loss at
@@ -149,59 +154,6 @@ def timing(arm: dict, seconds: float, machine: dict) -> dict:
     return {"seconds": round(seconds, 2), "flops_per_s": rate, "mfu": round(rate / machine["peak_flops"]["fp32"], 4)}
 
 
-def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Least squares y = intercept + slope · x."""
-    n = len(xs)
-    mean_x, mean_y = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
-    return mean_y - slope * mean_x, slope
-
-
-def _parabola_minimum(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """The vertex (x, y) of the least-squares parabola through the points."""
-    import numpy
-
-    a, b, c = numpy.polyfit(xs, ys, 2)
-    if a <= 0:
-        raise ValueError(f"the losses at one budget have no minimum in log(parameters): {list(zip(xs, ys))}")
-    x = -b / (2 * a)
-    return float(x), float(c - b * b / (4 * a))
-
-
-def fit(runs: list[dict]) -> dict:
-    """The IsoFLOP fit of ``runs`` (each with budget, parameters and loss): the optimum at each budget,
-    L(C) = a · C^(-b) through the optima's losses, and N_opt(C) = k · C^e through their sizes."""
-    budgets = sorted({run["budget"] for run in runs})
-    if len(budgets) < 2:
-        raise ValueError(f"a law needs at least two budgets; got {budgets}")
-    optima = []
-    for budget in budgets:
-        arms = [run for run in runs if run["budget"] == budget]
-        log_sizes = [math.log(run["parameters"]) for run in arms]
-        try:
-            log_n, loss = _parabola_minimum(log_sizes, [run["loss"] for run in arms])
-            method = "parabola" if min(log_sizes) <= log_n <= max(log_sizes) else "parabola, outside the sizes"
-        except ValueError:  # no minimum: the best arm stands for the optimum, and says so
-            best = min(arms, key=lambda run: run["loss"])
-            log_n, loss, method = math.log(best["parameters"]), best["loss"], "the lowest arm (no parabola minimum)"
-        optima.append({"budget": budget, "parameters": math.exp(log_n), "loss": loss, "method": method})
-    log_c = [math.log(o["budget"]) for o in optima]
-    loss_intercept, loss_slope = _line(log_c, [math.log(o["loss"]) for o in optima])
-    size_intercept, size_slope = _line(log_c, [math.log(o["parameters"]) for o in optima])
-    return {
-        "optima": optima,
-        "loss_law": {"a": math.exp(loss_intercept), "b": -loss_slope},  # L(C) = a · C^(-b)
-        "size_law": {"k": math.exp(size_intercept), "e": size_slope},  # N_opt(C) = k · C^e
-    }
-
-
-def predict(law: dict, budget: float) -> dict:
-    """The loss and the compute-optimal parameters the fit predicts at ``budget``."""
-    loss = law["loss_law"]["a"] * budget ** -law["loss_law"]["b"]
-    parameters = law["size_law"]["k"] * budget ** law["size_law"]["e"]
-    return {"budget": budget, "loss": loss, "parameters": parameters}
-
-
 def estimate_seconds(arms: list[dict], rate: float = ASSUMED_RATE, floor: float = STEP_FLOOR) -> float:
     """A rough duration of training ``arms``: each step at ``rate`` FLOP/s, and no faster than
     ``floor`` seconds (on a GPU a small model's step waits on kernel launches, not on arithmetic)."""
@@ -259,6 +211,29 @@ def check(out: Path, device: torch.device, poems, held_out, vocab) -> int:
     return 0
 
 
+def refit(out: Path) -> int:
+    """Fit the recorded runs again with the package's ``isoflop_fit`` (after a change to the fit) and
+    rewrite the record's ``fit`` and ``prediction``; refused if the new prediction would have chosen
+    another size for the held-out run than the one trained."""
+    from transformer_book import PoemVocabulary, isoflop_fit, poem_split, predict_at
+
+    path = out / RECORD_FILE
+    record = json.loads(path.read_text(encoding="utf-8"))
+    law = isoflop_fit(record["runs"])
+    prediction = predict_at(law, record["settings"]["held_out_budget"])
+    vocab_size = len(PoemVocabulary.from_poems(poem_split("train")))
+    sizes = [tuple(size) for size in record["settings"]["sizes"]]
+    size = min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / prediction["parameters"])))
+    trained = (record["held_out_run"]["d_model"], record["held_out_run"]["layers"])
+    if size != trained:
+        print(f"--refit: the new fit would train {size}, the record trained {trained}; rerun the sweep", file=sys.stderr)
+        return 1
+    write(dict(record, fit=law, prediction=prediction), out)
+    error = record["held_out_run"]["loss"] / prediction["loss"] - 1
+    print(f"--refit: predicted {prediction['loss']:.4f}, trained {record['held_out_run']['loss']:.4f} ({error:+.2%})")
+    return 0
+
+
 def parse_size(text: str) -> tuple[int, int]:
     try:
         d_model, layers = (int(part) for part in text.lower().split("x"))
@@ -278,9 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=float, nargs="+", default=list(BUDGETS), help="FLOPs per arm")
     parser.add_argument("--held-out-budget", type=float, default=HELD_OUT_BUDGET)
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
+    parser.add_argument("--refit", action="store_true", help="fit the recorded runs again; train nothing")
     args = parser.parse_args(argv)
+    if args.refit:
+        return refit(args.out)
     from speed_ladder import device_from, machine
-    from transformer_book import synchronize
+    from transformer_book import isoflop_fit, predict_at, synchronize
 
     device = device_from(args.device)
     torch.set_num_threads(1)
@@ -326,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         write(record_of(facts, runs, args.budgets, args.sizes), args.out)  # so far, in case it stops
-    law = fit(runs)
-    prediction = predict(law, args.held_out_budget)
+    law = isoflop_fit(runs)
+    prediction = predict_at(law, args.held_out_budget)
     size = min(
         args.sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, len(vocab))) / prediction["parameters"]))
     )

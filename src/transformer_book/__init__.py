@@ -44,6 +44,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``data_parallel`` (chapter 17): Data parallelism's machinery
 - ``checkpoint`` (chapter 17): Sharded checkpoints
 - ``cost`` (chapter 18): What training costs
+- ``scaling`` (chapter 18): A scaling law from small runs
 - ``rhyme`` (chapter 19): Rhyme
 - ``tuning`` (chapter 19): Teaching the poet
 - ``lora`` (chapter 19): Low-rank adapters
@@ -88,6 +89,7 @@ from transformer_book import (
     preference,
     rewards,
     rhyme,
+    scaling,
     shipped,
     subwords,
     sweeps,
@@ -127,6 +129,7 @@ from transformer_book.positional import *
 from transformer_book.preference import *
 from transformer_book.rewards import *
 from transformer_book.rhyme import *
+from transformer_book.scaling import *
 from transformer_book.shipped import *
 from transformer_book.subwords import *
 from transformer_book.sweeps import *
@@ -171,6 +174,7 @@ __all__ = (
     + data_parallel.__all__
     + checkpoint.__all__
     + cost.__all__
+    + scaling.__all__
     + rhyme.__all__
     + tuning.__all__
     + lora.__all__
