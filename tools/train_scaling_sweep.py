@@ -226,7 +226,9 @@ def refit(out: Path) -> int:
     size = min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / prediction["parameters"])))
     trained = (record["held_out_run"]["d_model"], record["held_out_run"]["layers"])
     if size != trained:
-        print(f"--refit: the new fit would train {size}, the record trained {trained}; rerun the sweep", file=sys.stderr)
+        print(
+            f"--refit: the new fit would train {size}, the record trained {trained}; rerun the sweep", file=sys.stderr
+        )
         return 1
     write(dict(record, fit=law, prediction=prediction), out)
     error = record["held_out_run"]["loss"] / prediction["loss"] - 1

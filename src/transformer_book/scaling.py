@@ -51,9 +51,11 @@ def parabola_minimum(xs, ys) -> tuple[float, float]:
 def isoflop_fit(runs: list[dict]) -> dict:
     """The IsoFLOP fit (Hoffmann et al. 2022, approach 2) of ``runs``, each a dict
     with ``budget`` (training FLOPs), ``parameters`` and ``loss``: at each budget the
-    vertex of a parabola of the loss against log(parameters) (or, where it has no
-    minimum, the lowest run, said in ``method``); then L(C) = a · C^(-b) through the
-    optima's losses and N_opt(C) = k · C^e through their sizes, lines in log-log."""
+    vertex of a parabola of the loss against log(parameters) where it has a minimum
+    inside the sizes run; else the lowest run, which ``method`` says (a parabola's
+    vertex outside the sizes is an extrapolation, and can be anything). Then
+    L(C) = a · C^(-b) through the optima's losses and N_opt(C) = k · C^e through their
+    sizes, lines in log-log."""
     budgets = sorted({run["budget"] for run in runs})
     if len(budgets) < 2:
         raise ValueError(f"a law needs at least two budgets; got {budgets}")
@@ -61,14 +63,17 @@ def isoflop_fit(runs: list[dict]) -> dict:
     for budget in budgets:
         arms = [run for run in runs if run["budget"] == budget]
         log_sizes = [math.log(run["parameters"]) for run in arms]
+        best = min(arms, key=lambda run: run["loss"])
+        log_n, loss = math.log(best["parameters"]), best["loss"]
+        method = "the lowest run (no parabola minimum)"
         try:
-            log_n, loss = parabola_minimum(log_sizes, [run["loss"] for run in arms])
-            inside = min(log_sizes) <= log_n <= max(log_sizes)
-            method = "parabola" if inside else "parabola, outside the sizes"
+            vertex = parabola_minimum(log_sizes, [run["loss"] for run in arms])
+            if min(log_sizes) <= vertex[0] <= max(log_sizes):
+                (log_n, loss), method = vertex, "parabola"
+            else:
+                method = "the lowest run (the parabola's minimum is outside the sizes)"
         except ValueError:  # fewer than 3 sizes, or no minimum: the lowest run stands
-            best = min(arms, key=lambda run: run["loss"])
-            log_n, loss = math.log(best["parameters"]), best["loss"]
-            method = "the lowest run (no parabola minimum)"
+            pass
         size = math.exp(log_n)
         optima.append(
             {"budget": budget, "parameters": size, "loss": loss, "method": method}
