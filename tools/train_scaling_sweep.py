@@ -160,12 +160,21 @@ def estimate_seconds(arms: list[dict], rate: float = ASSUMED_RATE, floor: float 
     return sum(arm["steps"] * max(floor, arm["flops"] / arm["steps"] / rate) for arm in arms)
 
 
-def record_of(machine: dict, runs: list[dict], budgets, sizes, law=None, prediction=None, held_out_run=None) -> dict:
+def record_of(
+    machine: dict,
+    runs: list[dict],
+    budgets,
+    sizes,
+    law=None,
+    prediction=None,
+    held_out_run=None,
+    held_out_budget: float = HELD_OUT_BUDGET,
+) -> dict:
     return {
         "machine": machine,
         "settings": {
             "budgets": list(budgets),
-            "held_out_budget": HELD_OUT_BUDGET,
+            "held_out_budget": held_out_budget,
             "sizes": [list(size) for size in sizes],
             "batch_size": BATCH_SIZE,
             "lr": LR,
@@ -220,7 +229,9 @@ def refit(out: Path) -> int:
     path = out / RECORD_FILE
     record = json.loads(path.read_text(encoding="utf-8"))
     law = isoflop_fit(record["runs"])
-    prediction = predict_at(law, record["settings"]["held_out_budget"])
+    # the budget the held-out run trained at (records before 2026-11-28 wrote the default here)
+    settings = dict(record["settings"], held_out_budget=record["held_out_run"]["budget"])
+    prediction = predict_at(law, settings["held_out_budget"])
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train")))
     sizes = [tuple(size) for size in record["settings"]["sizes"]]
     size = min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / prediction["parameters"])))
@@ -230,7 +241,7 @@ def refit(out: Path) -> int:
             f"--refit: the new fit would train {size}, the record trained {trained}; rerun the sweep", file=sys.stderr
         )
         return 1
-    write(dict(record, fit=law, prediction=prediction), out)
+    write(dict(record, settings=settings, fit=law, prediction=prediction), out)
     error = record["held_out_run"]["loss"] / prediction["loss"] - 1
     print(f"--refit: predicted {prediction['loss']:.4f}, trained {record['held_out_run']['loss']:.4f} ({error:+.2%})")
     return 0
@@ -305,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             f"({seconds:.1f} s, MFU {runs[-1]['mfu']:.1%})",
             flush=True,
         )
-        write(record_of(facts, runs, args.budgets, args.sizes), args.out)  # so far, in case it stops
+        write(
+            record_of(facts, runs, args.budgets, args.sizes, held_out_budget=args.held_out_budget), args.out
+        )  # so far, in case it stops
     law = isoflop_fit(runs)
     prediction = predict_at(law, args.held_out_budget)
     size = min(
@@ -315,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     loss, seconds = train_arm(run, poems, held_out, vocab, device)
     held_out_run = dict(run, loss=round(loss, 4), **timing(run, seconds, facts))
     synchronize(device)
-    record = record_of(facts, runs, args.budgets, args.sizes, law, prediction, held_out_run)
+    record = record_of(facts, runs, args.budgets, args.sizes, law, prediction, held_out_run, args.held_out_budget)
     path = write(record, args.out)
     error = held_out_run["loss"] / prediction["loss"] - 1
     print(

@@ -27,16 +27,16 @@ def scaling_record() -> dict:
 
 
 def least_squares(xs, ys, degree: int) -> list[float]:
-    """The least-squares polynomial of ``degree`` through the points, in float64 on
-    the CPU: its coefficients, the highest power first."""
+    """The least-squares polynomial of ``degree`` through the points, in double precision
+    on the CPU: its coefficients, the highest power first."""
     if len(xs) != len(ys) or len(xs) <= degree:
         raise ValueError(
             f"a polynomial of degree {degree} needs more than {degree} points "
             f"(xs and ys of one length); got {len(xs)} xs and {len(ys)} ys"
         )
-    x = torch.tensor(xs, dtype=torch.float64)
+    x = torch.tensor(xs, dtype=torch.double)
     powers = torch.stack([x**p for p in range(degree, -1, -1)], dim=1)
-    y = torch.tensor(ys, dtype=torch.float64).unsqueeze(1)
+    y = torch.tensor(ys, dtype=torch.double).unsqueeze(1)
     return torch.linalg.lstsq(powers, y).solution.squeeze(1).tolist()
 
 
