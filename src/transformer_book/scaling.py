@@ -27,8 +27,8 @@ def scaling_record() -> dict:
 
 
 def least_squares(xs, ys, degree: int) -> list[float]:
-    """The least-squares polynomial of ``degree`` through the points, in double precision
-    on the CPU: its coefficients, the highest power first."""
+    """The least-squares polynomial of ``degree`` through the points, in double
+    precision on the CPU: its coefficients, the highest power first."""
     if len(xs) != len(ys) or len(xs) <= degree:
         raise ValueError(
             f"a polynomial of degree {degree} needs more than {degree} points "
