@@ -103,15 +103,17 @@ def count_tables():
 def test_chapter_16s_words_on_the_sweep_hold_on_the_recorded_runs(count_tables):
     poems, _ = count_tables
     gpt2, modern = perplexities("gpt2"), perplexities("modern")
-    # "GPT-2's block is lower with every seed" (the same seed draws the same batches)
+    # "the modern block is worse with every seed" (the same seed draws the same batches)
     assert all(mine < theirs for mine, theirs in zip(gpt2, modern))
-    # "GPT-2's block is 20% below [the count table] with every seed, the modern block is not"
-    assert max(gpt2) <= 0.8 * poems < max(modern)
-    # "the held-out curves were still falling in the last 50 steps"
+    # "roughly half below the count table's 286.0 (the worst seed -48%)"
+    assert max(gpt2 + modern) <= 0.53 * poems
+    # "the held-out curves have flattened, the last 50 steps taking off 1%"
     for arm, runs in SWEEP["runs"].items():
         for run in runs.values():
             (_, before), (_, last) = run["held_out_curve"][-2:]
-            assert last < before and run["held_out_curve"][-1][1] == run["held_out_perplexity"], arm
+            assert 0 <= 1 - last / before < 0.02 and last == run["held_out_perplexity"], arm
+    # "the seeds spread as widely as the blocks differ"
+    assert max(gpt2) - min(gpt2) > mean(modern) - mean(gpt2)
 
 
 def test_chapter_16s_words_on_length_against_the_verse_counts(count_tables):
@@ -175,11 +177,13 @@ def test_count_table_losses_counts_by_position_and_refuses_bad_input():
         count_table_losses(vocab, train, train, smoothing=-1)
 
 
-def test_the_runs_are_a_quarter_of_the_poets_and_start_alike():
+def test_the_runs_have_the_poets_budget_and_start_alike():
     from transformer_book import POET_TRAINING, poet_history
 
     settings = SWEEP["settings"]
-    poet = POET_TRAINING["steps"] * POET_TRAINING["batch_size"]
-    assert settings["steps"] * settings["batch_size"] * 4 == poet  # "a quarter of the budget"
+    assert (settings["steps"], settings["batch_size"]) == (POET_TRAINING["steps"], POET_TRAINING["batch_size"])
     assert "sqrt(2 * layers), in every arm" in settings["init"]
-    assert min(min(perplexities(arm)) for arm in SWEEP["runs"]) > poet_history()["held_out_perplexity"]
+    # "GPT-2's block with seed 0 is the shipped poet's recipe, and it scores what the shipped poet scores"
+    assert SWEEP["runs"]["gpt2"]["0"]["held_out_perplexity"] == pytest.approx(
+        poet_history()["held_out_perplexity"], abs=2e-4
+    )
