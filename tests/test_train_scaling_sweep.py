@@ -83,6 +83,14 @@ def test_a_toy_sweep_writes_its_record_and_checks_it(toy, tmp_path, capsys):
     assert record["prediction"]["loss"] > 0 and record["held_out_run"]["loss"] > 0
     assert record["held_out_run"]["budget"] == 1.2e9 and len(record["fit"]["optima"]) == 2
     assert "plan: 6 arms and a held-out run" in capsys.readouterr().out
+    assert record["settings"]["held_out_budget"] == 1.2e9  # the budget used, not the default
+    written = (tmp_path / sweep.RECORD_FILE).read_text(encoding="utf-8")
+    assert sweep.main(["--out", str(tmp_path), "--refit"]) == 0  # the same fit: the same record
+    assert json.loads((tmp_path / sweep.RECORD_FILE).read_text(encoding="utf-8")) == json.loads(written)
+    moved = dict(record, held_out_run=dict(record["held_out_run"], d_model=160))  # a size no fit picks
+    (tmp_path / sweep.RECORD_FILE).write_text(json.dumps(moved), encoding="utf-8")
+    assert sweep.main(["--out", str(tmp_path), "--refit"]) == 1
+    (tmp_path / sweep.RECORD_FILE).write_text(written, encoding="utf-8")
     check = ["--device", "cpu", "--out", str(tmp_path), "--check"]
     assert sweep.main(check) == 0  # the same CPU and thread: the same bits
     for run in record["runs"]:  # whichever arm it retrains has moved

@@ -220,6 +220,11 @@ def check(out: Path, device: torch.device, poems, held_out, vocab) -> int:
     return 0
 
 
+def nearest_size(sizes, vocab_size: int, parameters: float) -> tuple[int, int]:
+    """The size of ``sizes`` whose parameter count is nearest ``parameters`` in log: the held-out run's."""
+    return min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / parameters)))
+
+
 def refit(out: Path) -> int:
     """Fit the recorded runs again with the package's ``isoflop_fit`` (after a change to the fit) and
     rewrite the record's ``fit`` and ``prediction``; refused if the new prediction would have chosen
@@ -234,7 +239,7 @@ def refit(out: Path) -> int:
     prediction = predict_at(law, settings["held_out_budget"])
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train")))
     sizes = [tuple(size) for size in record["settings"]["sizes"]]
-    size = min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / prediction["parameters"])))
+    size = nearest_size(sizes, vocab_size, prediction["parameters"])
     trained = (record["held_out_run"]["d_model"], record["held_out_run"]["layers"])
     if size != trained:
         print(
@@ -321,9 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # so far, in case it stops
     law = isoflop_fit(runs)
     prediction = predict_at(law, args.held_out_budget)
-    size = min(
-        args.sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, len(vocab))) / prediction["parameters"]))
-    )
+    size = nearest_size(args.sizes, len(vocab), prediction["parameters"])
     (run,) = plan(poems, vocab, budgets=(args.held_out_budget,), sizes=(size,))
     loss, seconds = train_arm(run, poems, held_out, vocab, device)
     held_out_run = dict(run, loss=round(loss, 4), **timing(run, seconds, facts))
