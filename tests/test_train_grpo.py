@@ -53,7 +53,7 @@ def test_a_toy_grpo_run_writes_its_record_and_check_reproduces_it(toy, tmp_path)
 
 def test_another_seed_writes_its_own_files_and_check_fails_when_one_changed(toy, tmp_path, capsys):
     tool.train_and_write("dpo", tmp_path, steps=1, seed=1)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["tang_poet_dpo_seed1.json", "tang_poet_dpo_seed1.pt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tang_poet_dpo_seed1.json"]
     record = tmp_path / "tang_poet_dpo_seed1.json"
     assert json.loads(record.read_text(encoding="utf-8"))["training"]["seed"] == 1
     record.write_text(record.read_text(encoding="utf-8").replace('"arm": "dpo"', '"arm": "DPO"'), "utf-8")

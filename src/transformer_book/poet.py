@@ -194,7 +194,8 @@ POET_CONFIG = dict(max_len=64, d_model=128, heads=4, layers=4)  # with the vocab
 POET_TRAINING = dict(steps=800, batch_size=64, lr=3e-3, seed=0)
 POET_WEIGHTS = "tang_poet.pt"  # in transformer_book/weights/, by tools/train_poet.py
 HISTORY_FILE = "tang_poet_history.json"
-# The poet after each stage of its teaching (chapter 19 on): "sft" follows instructions.
+# The poet after each stage of its teaching: "sft" follows instructions (chapter 19);
+# chapter 20 adds the poet taught to rhyme.
 POET_STAGES = {"base": POET_WEIGHTS, "sft": "tang_poet_sft.pt"}
 
 
@@ -220,7 +221,7 @@ def pretrained_poet(device="cpu", stage: str = "base") -> Poet:
 
     The poet that tools/train_poet.py trained and the package ships (weights stored
     in half precision, computed in float32); ``stage`` picks a later one of
-    ``POET_STAGES``, taught to follow instructions in chapter 19."""
+    ``POET_STAGES``, taught in chapters 19 and 20."""
     if stage not in POET_STAGES:
         raise ValueError(f"stage must be one of {sorted(POET_STAGES)}; got {stage!r}")
     stored = load_weights(POET_STAGES[stage])

@@ -19,7 +19,7 @@ from transformer_book.evaluation import (
     response_mask,
     token_log_probs,
 )
-from transformer_book.poet import pretrained_poet, regular_form
+from transformer_book.poet import POET_STAGES, pretrained_poet, regular_form
 from transformer_book.preference import (
     preference_pairs,
     rhyme_reward,
@@ -27,6 +27,7 @@ from transformer_book.preference import (
     train_dpo,
 )
 from transformer_book.rhyme import repeats_rhyme
+from transformer_book.shipped import load_record
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int
 
@@ -247,6 +248,19 @@ PREFERENCE_ARMS = {
 }
 PREFERENCE_WEIGHTS = "tang_poet_{arm}.pt"  # in half precision, as the base poet's
 PREFERENCE_RECORD = "tang_poet_{arm}.json"
+POET_STAGES.update(dpo=PREFERENCE_WEIGHTS.format(arm="dpo"))  # chapter 15's, + DPO
+
+
+def preference_stem(arm: str, seed: int = 0) -> str:
+    """The name of one run's files: the arm for seed 0 (the one the package ships),
+    else the arm and its seed ("dpo_seed1")."""
+    return arm if seed == 0 else f"{arm}_seed{seed}"
+
+
+def preference_record(arm: str, seed: int = 0) -> dict:
+    """What tools/train_grpo.py recorded of one run: its settings, the history of
+    every step, and the measures of the tuned poet and of the base poet."""
+    return load_record(PREFERENCE_RECORD.format(arm=preference_stem(arm, seed)))
 
 
 def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
@@ -279,6 +293,8 @@ __all__ = [
     "grpo_advantages",
     "grpo_loss",
     "grpo_round",
+    "preference_record",
+    "preference_stem",
     "train_grpo",
     "tuned_poet",
 ]
