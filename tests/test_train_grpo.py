@@ -31,10 +31,19 @@ def toy(monkeypatch):
     )
 
 
-def test_the_arms_include_grpo_without_its_kl_term():
-    arms = transformer_book.PREFERENCE_ARMS
-    assert set(arms) == {"grpo", "grpo_no_kl", "dpo"}
+def test_the_arms_include_grpo_without_its_kl_term_and_with_the_plain_reward():
+    arms, rewards = transformer_book.PREFERENCE_ARMS, transformer_book.REWARDS
+    assert set(arms) == {"grpo", "grpo_no_kl", "grpo_plain", "dpo"}
     assert arms["grpo_no_kl"] == {**arms["grpo"], "beta": 0.0} and arms["grpo"]["beta"] > 0
+    assert arms["grpo_plain"] == {**arms["grpo"], "reward": "rhyme"}
+    assert rewards[arms["grpo"]["reward"]] is transformer_book.strict_rhyme_reward
+
+
+def test_the_strict_reward_refuses_a_repeated_rhyme_character():
+    strict, plain = transformer_book.strict_rhyme_reward, transformer_book.rhyme_reward
+    assert plain(A) == strict(A) == 1.0
+    assert plain(B) == 1.0 and strict(B) == 0.0  # rhymes only by closing two verses on 流
+    assert plain(C) == strict(C) == 0.0
 
 
 def test_a_toy_grpo_run_writes_its_record_and_check_reproduces_it(toy, tmp_path):
@@ -47,7 +56,7 @@ def test_a_toy_grpo_run_writes_its_record_and_check_reproduces_it(toy, tmp_path)
         assert set(record[stage]) == MEASURES
         assert len(record[stage]["samples"]) == 2 and record[stage]["held_out_perplexity"] > 1
     assert result["tuned"] == record["tuned"]
-    assert (tmp_path / "tang_poet_grpo_no_kl.pt").stat().st_size > 100_000
+    assert not (tmp_path / "tang_poet_grpo_no_kl.pt").exists()  # not a stage the package ships
     assert tool.main(["--arm", "grpo_no_kl", "--check", "--steps", "1", "--out", str(tmp_path)]) == 0
 
 

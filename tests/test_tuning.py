@@ -207,7 +207,7 @@ def test_follow_writes_after_the_prefix_and_cuts_it():
 
 def test_stages_of_the_shipped_poet():
     with pytest.raises(ValueError, match="stage must be one of"):
-        pretrained_poet(stage="grpo")
+        pretrained_poet(stage="rlhf")
     tuned = pretrained_poet(stage="sft")
     assert len(tuned.vocab) == len(pretrained_poet().vocab) + 3
 

@@ -24,8 +24,9 @@ seeded poems (seeds 0-199, T 0.8, top-p 0.9):
 * ``copied_verses``: the share of verses found in a training poem (learnt by heart, not written);
 * ``held_out_perplexity``: of the 1,000 held-out real poems (how far the poet moved from the language);
 
-for seed 0, tang_poet_ARM.pt, the weights in half precision as the base poet's (another seed's
-run keeps its record only: the package ships one poet an arm). The minutes are printed, not
+for seed 0 of an arm the package ships as a stage of the poet (``POET_STAGES``: dpo, grpo),
+tang_poet_ARM.pt, the weights in half precision as the base poet's (every other run keeps its record
+only). The minutes are printed, not
 stored, so that --check compares the files byte for byte (on the device that wrote them: a GPU's kernels
 round otherwise). ``--steps`` and ``--out``: a toy budget and another folder (tests/test_train_grpo.py).
 
@@ -142,6 +143,7 @@ def measure(poet, known: frozenset[str]) -> dict:
 
 def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0, device: str = "cpu") -> dict:
     from transformer_book import (
+        POET_STAGES,
         PREFERENCE_ARMS,
         PREFERENCE_RECORD,
         PREFERENCE_WEIGHTS,
@@ -158,7 +160,7 @@ def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0
     out.mkdir(parents=True, exist_ok=True)
     weights = {name: t.detach().cpu().half() for name, t in poet.model.state_dict().items()}
     config = {k: v for k, v in vars(poet.model.config).items() if k != "vocab_size"}
-    if seed == 0:  # the poet the package ships; another seed's run is kept as its record only
+    if seed == 0 and arm in POET_STAGES:  # a poet the package ships; other runs: the record only
         buffer = io.BytesIO()
         torch.save({"config": config, "characters": poet.vocab.tokens[3:], "weights": weights}, buffer)
         (out / PREFERENCE_WEIGHTS.format(arm=arm)).write_bytes(buffer.getvalue())

@@ -22,7 +22,7 @@ from transformer_book.evaluation import (
     sequence_log_probs,
 )
 from transformer_book.poet import regular_form
-from transformer_book.rhyme import rhymes
+from transformer_book.rhyme import repeats_rhyme, rhymes
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int, check_positive_number
 
@@ -31,6 +31,12 @@ from transformer_book.validation import check_positive_int, check_positive_numbe
 def rhyme_reward(poem: str) -> float:
     """1.0 if ``poem`` keeps the regular form and rhymes, else 0.0: form is the gate."""
     return float(regular_form(poem) and rhymes(poem))
+
+
+def strict_rhyme_reward(poem: str) -> float:
+    """``rhyme_reward`` as regulated verse counts a rhyme: a poem that closes two even
+    verses on one character (重韵, a fault) earns 0.0 too."""
+    return float(rhyme_reward(poem) and not repeats_rhyme(poem))
 
 
 @torch.no_grad()
@@ -190,5 +196,6 @@ __all__ = [
     "preference_pairs",
     "rhyme_reward",
     "sample_group",
+    "strict_rhyme_reward",
     "train_dpo",
 ]

@@ -24,6 +24,7 @@ from transformer_book.preference import (
     preference_pairs,
     rhyme_reward,
     sample_group,
+    strict_rhyme_reward,
     train_dpo,
 )
 from transformer_book.rhyme import repeats_rhyme
@@ -235,20 +236,25 @@ def train_grpo(
 
 # %% book/20_preferences_and_rewards.ipynb, cell 35
 # How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
-# settings, each from the base poet; "grpo_no_kl" is GRPO without its KL term (beta 0),
-# the arm that shows what the term buys against reward hacking.
+# settings, each from the base poet. "grpo_no_kl" is GRPO without its KL term (beta 0)
+# and "grpo_plain" GRPO with the plain rhyme reward: what the term and the strict
+# reward buy against reward hacking.
+REWARDS = {"rhyme": rhyme_reward, "strict_rhyme": strict_rhyme_reward}
+GRPO_RECIPE = dict(steps=144, groups=4, group_size=8, lr=3e-5, iterations=2)
 PREFERENCE_ARMS = {
-    "grpo": dict(steps=200, groups=4, group_size=8, lr=1e-4, beta=0.04, iterations=2),
-    "grpo_no_kl": dict(
-        steps=200, groups=4, group_size=8, lr=1e-4, beta=0.0, iterations=2
-    ),
+    # GRPO: chosen on pilots of seed 0; at lr 1e-4 and beta 0.04 with the plain rhyme
+    # reward, 48 steps reached 87.5% rhyme but +9% held-out perplexity and more 重韵
+    "grpo": dict(GRPO_RECIPE, beta=0.1, reward="strict_rhyme"),
+    "grpo_no_kl": dict(GRPO_RECIPE, beta=0.0, reward="strict_rhyme"),
+    "grpo_plain": dict(GRPO_RECIPE, beta=0.1, reward="rhyme"),  # the gameable reward
     # DPO: two epochs of the 512 pairs at beta 0.5; 200 steps at beta 0.1 over-trained
     # (held-out perplexity 91 -> 142, seed 0)
     "dpo": dict(pairs=512, steps=64, batch_size=16, lr=1e-4, beta=0.5),
 }
 PREFERENCE_WEIGHTS = "tang_poet_{arm}.pt"  # in half precision, as the base poet's
 PREFERENCE_RECORD = "tang_poet_{arm}.json"
-POET_STAGES.update(dpo=PREFERENCE_WEIGHTS.format(arm="dpo"))  # chapter 15's, + DPO
+# chapter 15's stages, and the poets of two arms (seed 0): the files the package ships
+POET_STAGES.update({arm: PREFERENCE_WEIGHTS.format(arm=arm) for arm in ("dpo", "grpo")})
 
 
 def preference_stem(arm: str, seed: int = 0) -> str:
@@ -266,7 +272,8 @@ def preference_record(arm: str, seed: int = 0) -> dict:
 def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
     """Train one arm of ``PREFERENCE_ARMS`` from the shipped poet: (Poet, history).
 
-    "grpo" and "grpo_no_kl": ``train_grpo`` with the rhyme reward; "dpo":
+    "grpo" and "grpo_no_kl": ``train_grpo`` with the reward of ``REWARDS`` their
+    recipe names (the plain rhyme reward where it names none); "dpo":
     ``train_dpo`` on ``preference_pairs`` of the poet's own poems. ``settings``
     replaces the arm's recipe (a dict as in ``PREFERENCE_ARMS``), ``steps`` its
     number of steps; the poet trains on ``device``, its poems drawn with a seeded
@@ -279,16 +286,19 @@ def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
     poet = pretrained_poet(device)
     torch.manual_seed(seed)
     if arm != "dpo":
-        return poet, train_grpo(poet, **settings)
+        reward = REWARDS[settings.pop("reward", "rhyme")]
+        return poet, train_grpo(poet, reward=reward, **settings)
     pairs = preference_pairs(poet, settings.pop("pairs"), seed=seed)
     return poet, train_dpo(poet, pairs, **settings)
 
 
 # %% the names this module exports (generated)
 __all__ = [
+    "GRPO_RECIPE",
     "PREFERENCE_ARMS",
     "PREFERENCE_RECORD",
     "PREFERENCE_WEIGHTS",
+    "REWARDS",
     "flat_groups",
     "grpo_advantages",
     "grpo_loss",
