@@ -111,6 +111,18 @@ def test_a_toy_sweep_writes_its_record_and_checks_it(toy, tmp_path, capsys):
     assert sweep.main(check) == 1
 
 
+def test_another_seed_writes_its_own_record(toy, tmp_path, capsys):
+    arguments = ["--device", "cpu", "--out", str(tmp_path), "--sizes", "32x1", "64x1", "96x1", "--seed", "1"]
+    assert sweep.main([*arguments, "--budgets", "2e8", "6e8", "--held-out-budget", "1.2e9"]) == 0
+    assert [path.name for path in tmp_path.iterdir()] == ["scaling_sweep_seed1.json"]
+    record = json.loads((tmp_path / "scaling_sweep_seed1.json").read_text(encoding="utf-8"))
+    assert record["settings"]["seed"] == 1
+    assert sweep.main(["--device", "cpu", "--out", str(tmp_path), "--check", "--seed", "1"]) == 0
+    with pytest.raises(SystemExit):
+        sweep.main(["--seed", "-1", "--plan"])
+    assert "--seed must be 0 or more; got -1" in capsys.readouterr().err
+
+
 def test_sizes_are_read_by_name():
     assert sweep.parse_size("128x4") == (128, 4)
     for wrong in ("128", "100x2", "64x0"):

@@ -2,6 +2,7 @@
 
     python tools/train_scaling_sweep.py --plan               # the arms, steps and FLOPs (no training)
     python tools/train_scaling_sweep.py --device cpu  # the committed record: every arm, the fit, the held-out run
+    python tools/train_scaling_sweep.py --device cpu --seed 1  # another seed: scaling_sweep_seed1.json
     python tools/train_scaling_sweep.py --refit      # fit the recorded runs again (after a change to the fit)
     python tools/train_scaling_sweep.py --device cuda        # the same on a GPU
     python tools/train_scaling_sweep.py --device cpu --check  # retrain one recorded arm and compare
@@ -111,7 +112,12 @@ def steps_for(budget: float, config, poems, vocab, seed: int = SEED) -> tuple[in
     return steps, flops, tokens
 
 
-def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES) -> list[dict]:
+def record_name(seed: int = SEED) -> str:
+    """The record's file: ``RECORD_FILE`` for seed 0 (what chapter 18 reads), else with the seed."""
+    return RECORD_FILE if seed == SEED else RECORD_FILE.replace(".json", f"_seed{seed}.json")
+
+
+def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES, seed: int = SEED) -> list[dict]:
     """Every arm of the sweep: its size, parameters, steps, FLOPs, tokens and epochs (no training)."""
     training_tokens = sum(len(vocab.encode(poem)) for poem in poems)
     arms = []
@@ -119,7 +125,7 @@ def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES) -> list[dict]:
         for size in sizes:
             config = config_of(size, len(vocab))
             parameters = parameters_of(config)
-            steps, flops, tokens = steps_for(budget, config, poems, vocab)
+            steps, flops, tokens = steps_for(budget, config, poems, vocab, seed)
             arms.append(
                 {
                     "budget": budget,
@@ -136,17 +142,17 @@ def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES) -> list[dict]:
     return arms
 
 
-def train_arm(arm: dict, poems, held_out, vocab, device=None) -> tuple[float, float]:
+def train_arm(arm: dict, poems, held_out, vocab, device=None, seed: int = SEED) -> tuple[float, float]:
     """Train one arm with the poet's recipe on ``device`` (float32, TF32 off): its mean held-out
     cross-entropy per token, and the seconds its training took."""
     from transformer_book import GPT, poem_losses, synchronize, train_lm
 
     device = torch.device("cpu") if device is None else torch.device(device)
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     model = GPT(config_of((arm["d_model"], arm["layers"]), len(vocab))).to(device)
     synchronize(device)
     started = time.perf_counter()
-    train_lm(model, vocab, poems, arm["steps"], batch_size=BATCH_SIZE, lr=LR, seed=SEED, device=device)
+    train_lm(model, vocab, poems, arm["steps"], batch_size=BATCH_SIZE, lr=LR, seed=seed, device=device)
     synchronize(device)
     seconds = time.perf_counter() - started
     with torch.no_grad():
@@ -176,6 +182,7 @@ def record_of(
     prediction=None,
     held_out_run=None,
     held_out_budget: float = HELD_OUT_BUDGET,
+    seed: int = SEED,
 ) -> dict:
     return {
         "machine": machine,
@@ -185,7 +192,7 @@ def record_of(
             "sizes": [list(size) for size in sizes],
             "batch_size": BATCH_SIZE,
             "lr": LR,
-            "seed": SEED,
+            "seed": seed,
             "check_tolerance": CHECK_TOLERANCE,
         },
         "runs": runs,
@@ -197,20 +204,20 @@ def record_of(
 
 def write(record: dict, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    path = out / RECORD_FILE
+    path = out / record_name(record["settings"]["seed"])
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return path
 
 
-def check(out: Path, device: torch.device, poems, held_out, vocab) -> int:
+def check(out: Path, device: torch.device, poems, held_out, vocab, seed: int = SEED) -> int:
     """Retrain the recorded compute-optimal arm of the smallest budget; compare its loss."""
-    path = out / RECORD_FILE
+    path = out / record_name(seed)
     if not path.exists():
         raise SystemExit(f"--check: no record at {path}; run the sweep first")
     record = json.loads(path.read_text(encoding="utf-8"))
     smallest = min(run["budget"] for run in record["runs"])
     arm = min((run for run in record["runs"] if run["budget"] == smallest), key=lambda run: run["loss"])
-    loss, seconds = train_arm(arm, poems, held_out, vocab, device)
+    loss, seconds = train_arm(arm, poems, held_out, vocab, device, record["settings"]["seed"])
     recorded = record["machine"]
     difference = loss - arm["loss"]
     print(
@@ -232,13 +239,13 @@ def nearest_size(sizes, vocab_size: int, parameters: float) -> tuple[int, int]:
     return min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / parameters)))
 
 
-def refit(out: Path) -> int:
+def refit(out: Path, seed: int = SEED) -> int:
     """Fit the recorded runs again with the package's ``isoflop_fit`` (after a change to the fit) and
     rewrite the record's ``fit`` and ``prediction``; refused if the new prediction would have chosen
     another size for the held-out run than the one trained."""
     from transformer_book import PoemVocabulary, isoflop_fit, poem_split, predict_at
 
-    path = out / RECORD_FILE
+    path = out / record_name(seed)
     record = json.loads(path.read_text(encoding="utf-8"))
     law = isoflop_fit(record["runs"])
     # the budget the held-out run trained at (records before 2026-11-28 wrote the default here)
@@ -279,9 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-budget", type=float, default=HELD_OUT_BUDGET)
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
     parser.add_argument("--refit", action="store_true", help="fit the recorded runs again; train nothing")
+    parser.add_argument("--seed", type=int, default=SEED, help="initialisation and batches (0: chapter 18's record)")
     args = parser.parse_args(argv)
+    if args.seed < 0:
+        parser.error(f"--seed must be 0 or more; got {args.seed}")
     if args.refit:
-        return refit(args.out)
+        return refit(args.out, args.seed)
     from speed_ladder import device_from, machine
     from transformer_book import isoflop_fit, predict_at, synchronize
 
@@ -293,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     vocab = PoemVocabulary.from_poems(poems)
     held_out = poem_split("held-out")
     if args.check:
-        return check(args.out, device, poems, held_out, vocab)
-    arms = plan(poems, vocab, args.budgets, args.sizes)
+        return check(args.out, device, poems, held_out, vocab, args.seed)
+    arms = plan(poems, vocab, args.budgets, args.sizes, args.seed)
     # the held-out run's size is the fit's: counted here as the size whose run would take longest
     last = [max(plan(poems, vocab, (args.held_out_budget,), args.sizes), key=lambda arm: estimate_seconds([arm]))]
     total_flops = sum(arm["flops"] for arm in arms + last)
@@ -321,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     runs = []
     for arm in arms:
-        loss, seconds = train_arm(arm, poems, held_out, vocab, device)
+        loss, seconds = train_arm(arm, poems, held_out, vocab, device, args.seed)
         runs.append(dict(arm, loss=round(loss, 4), **timing(arm, seconds, facts)))
         print(
             f"{arm['budget']:8.2g} {arm['d_model']:4d}x{arm['layers']}: held-out loss {loss:.4f} "
@@ -329,16 +339,19 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         write(
-            record_of(facts, runs, args.budgets, args.sizes, held_out_budget=args.held_out_budget), args.out
+            record_of(facts, runs, args.budgets, args.sizes, held_out_budget=args.held_out_budget, seed=args.seed),
+            args.out,
         )  # so far, in case it stops
     law = isoflop_fit(runs)
     prediction = predict_at(law, args.held_out_budget)
     size = nearest_size(args.sizes, len(vocab), prediction["parameters"])
-    (run,) = plan(poems, vocab, budgets=(args.held_out_budget,), sizes=(size,))
-    loss, seconds = train_arm(run, poems, held_out, vocab, device)
+    (run,) = plan(poems, vocab, budgets=(args.held_out_budget,), sizes=(size,), seed=args.seed)
+    loss, seconds = train_arm(run, poems, held_out, vocab, device, args.seed)
     held_out_run = dict(run, loss=round(loss, 4), **timing(run, seconds, facts))
     synchronize(device)
-    record = record_of(facts, runs, args.budgets, args.sizes, law, prediction, held_out_run, args.held_out_budget)
+    record = record_of(
+        facts, runs, args.budgets, args.sizes, law, prediction, held_out_run, args.held_out_budget, args.seed
+    )
     path = write(record, args.out)
     error = held_out_run["loss"] / prediction["loss"] - 1
     print(
