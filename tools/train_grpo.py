@@ -1,6 +1,7 @@
 """Teach the shipped poet to rhyme by GRPO or DPO (chapter 20) and record what each arm did.
 
-    python tools/train_grpo.py --arm grpo                # GRPO with the rhyme reward (form as its gate)
+    python tools/train_grpo.py --arm grpo                # GRPO with the strict rhyme reward (form as its gate)
+    python tools/train_grpo.py --arm grpo_plain          # the same with the plain rhyme reward (重韵 pays)
     python tools/train_grpo.py --arm grpo_no_kl          # the same without the KL term (beta 0)
     python tools/train_grpo.py --arm dpo                 # DPO on pairs of the poet's own poems
     python tools/train_grpo.py --arm grpo --seed 1       # another seed: tang_poet_grpo_seed1.json
@@ -52,8 +53,7 @@ held-out perplexity 105.82 (+15.7%). So rhyme climbs fast, and the hacking (GRPO
 bounds below, and the levers are fewer steps, a larger beta, or a reward that does not pay for a repeated
 rhyme character (chapter 20's open exercise).
 
-Goals proposed for the full runs (DPO's runs on seeds 0, 1, 2 meet those set for it, 2026-11-28: chapter 20;
-no full GRPO run yet). A share of 200 poems has a
+Goals proposed for the full runs (set before them; every arm's recipe then ran on seeds 0, 1, 2). A share of 200 poems has a
 sampling error near 3.5 points, so a lift is asked with a margin of several, and a hacking measure may
 exceed the base poet's by 5 points (under two such errors):
 
@@ -72,6 +72,26 @@ exceed the base poet's by 5 points (under two such errors):
   poet's pairs, GRPO from its own new poems);
 * each run's training at most 10 minutes on one thread of the 2-core CPU (say the load beside the
   minutes); ``--check`` reproduces seed 0 of each arm byte for byte.
+
+The full runs (2026-11-28, one thread of the shared 2-core Xeon, 1.5 to 2.5 minutes of training a run,
+about 4 with the measures; ``--check`` of seed 0 identical for dpo and grpo), seeds 0, 1, 2; base poet:
+rhyme 44.5%, rhyme without a repeat 30.5%, rhymed by a repeat 14.0%, repeated 21.5%, perplexity 91.45:
+
+* dpo: rhyme 74.5/75.0/79.5%, without a repeat 65.5/60.5/66.5%, by a repeat 9.0/14.5/13.0%, repeated
+  9.5/20.0/14.5%, form 98.5/98.0/99.5%, perplexity 94.56/94.99/94.55: every goal set for it met;
+* grpo (the strict reward, beta 0.1, 144 steps at lr 3e-5, chosen on pilots of seed 0: the pilots at lr
+  1e-4 and beta 0.04 with the plain reward overshot the perplexity bound within 48 steps): rhyme
+  76.0/78.0/78.0% (mean 77.3%), without a repeat 67.0/69.5/69.5%, by a repeat 9.0/8.5/8.5%, repeated
+  10.0/9.5/9.0%, form 99.0/99.0/98.5%, perplexity 94.09/93.98/94.29: every goal met;
+* grpo_no_kl: rhyme 85.0/83.0/84.5%, perplexity 95.58/95.17/96.98 (seed 2 over the 5% bound): GRPO's
+  perplexity is lower on all three seeds, so by the rule above the KL term buys the language;
+* grpo_plain (the plain reward): rhyme 78.5/79.5/80.0%, by a repeat 18.5/13.5/21.0%, repeated
+  19.0/15.0/23.5%, perplexity 94.09/93.37/93.81: more rhymed by a repeat than the strict reward's on
+  all three seeds (the hack the strict reward refuses).
+
+No tuned poem repeats a verse or copies one from training, in any of the 12 runs. Issue 43's own goals
+assumed a base rhyme rate of 9% and 4.0% repeated rhyme characters; by this checker the base poet
+rhymes in 44.5% and repeats in 21.5%, so the goals above replace them.
 """
 
 from __future__ import annotations
