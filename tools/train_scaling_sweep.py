@@ -68,7 +68,6 @@ import torch
 from notebooks import REPO_ROOT
 
 WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
-RECORD_FILE = "scaling_sweep.json"
 BUDGETS = (1e12, 2e12, 4e12)  # training FLOPs per arm
 HELD_OUT_BUDGET = 8e12  # the run the fit predicts, trained after the fit: under 4 epochs
 SIZES = ((32, 1), (32, 2), (64, 1), (64, 2), (96, 2), (128, 3))  # (d_model, layers)
@@ -113,8 +112,10 @@ def steps_for(budget: float, config, poems, vocab, seed: int = SEED) -> tuple[in
 
 
 def record_name(seed: int = SEED) -> str:
-    """The record's file: ``RECORD_FILE`` for seed 0 (what chapter 18 reads), else with the seed."""
-    return RECORD_FILE if seed == SEED else RECORD_FILE.replace(".json", f"_seed{seed}.json")
+    """The record's file for ``seed``, as chapter 18's ``scaling_record`` reads it."""
+    from transformer_book import scaling_record_name
+
+    return scaling_record_name(seed)
 
 
 def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES, seed: int = SEED) -> list[dict]:

@@ -19,11 +19,21 @@ from transformer_book.shipped import load_record
 from transformer_book.validation import check_positive_number
 
 
-def scaling_record() -> dict:
-    """Load what tools/train_scaling_sweep.py recorded: the machine and settings,
-    every run (budget, size, parameters, steps, tokens, held-out loss), the fit, its
-    prediction and the larger run trained afterwards to test it."""
-    return load_record("scaling_sweep.json")
+SCALING_RECORD = "scaling_sweep.json"  # in weights/, by tools/train_scaling_sweep.py
+
+
+def scaling_record_name(seed: int = 0) -> str:
+    """The record's file: ``SCALING_RECORD`` for seed 0, else with the seed."""
+    if seed == 0:
+        return SCALING_RECORD
+    return SCALING_RECORD.replace(".json", f"_seed{seed}.json")
+
+
+def scaling_record(seed: int = 0) -> dict:
+    """Load what tools/train_scaling_sweep.py recorded (with ``seed``): the machine and
+    settings, every run (budget, size, parameters, steps, tokens, held-out loss), the
+    fit, its prediction and the larger run trained afterwards to test it."""
+    return load_record(scaling_record_name(seed))
 
 
 def least_squares(xs, ys, degree: int) -> list[float]:
@@ -99,9 +109,11 @@ def predict_at(law: dict, budget: float) -> dict:
 
 # %% the names this module exports (generated)
 __all__ = [
+    "SCALING_RECORD",
     "isoflop_fit",
     "least_squares",
     "parabola_minimum",
     "predict_at",
     "scaling_record",
+    "scaling_record_name",
 ]
