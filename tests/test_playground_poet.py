@@ -33,7 +33,7 @@ import torch
 import yaml
 
 import export_poet_playground as exporter
-from browser_support import local_only_tab, script_tab, serve
+from browser_support import hash_of, local_only_tab, page_url, script_tab, serve
 from transformer_book import VERSE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -548,6 +548,12 @@ def test_the_page_states_the_download_and_the_tolerance():
     for part in (text, summary):
         stated = {10 ** int(exponent) for exponent in re.findall(r"\$10\^\{(-\d+)\}\$", part)}
         assert stated == {TOLERANCE}, stated
+    dpo = json.loads(JSON_PATHS["dpo"].read_text("utf-8"))
+    dpo_total = (PLAYGROUND / dpo["weights"]["file"]).stat().st_size + JSON_PATHS["dpo"].stat().st_size
+    assert f"(another {dpo_total / 1e6:.1f} MB)" in text, "the DPO poet's download"
+    poems = dpo["measured"]["base"]["poems"]  # how many poems each poet's rates are measured on
+    assert poems == dpo["measured"]["dpo"]["poems"]
+    assert f"on {poems} poems each" in text and f"在 {poems} 首诗上" in summary
     tokens = set(json.loads(JSON_PATH.read_text("utf-8"))["tokens"])
     for word in UNSEEN_EXAMPLES:
         assert word in page and not set(word) & tokens, word
@@ -732,7 +738,7 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     half = {name: t.half() for name, t in model.state_dict().items()}
     torch.save(
         {"config": settings, "characters": vocab.tokens[3:], "weights": half},
-        weights_dir / exporter.POET_WEIGHTS,
+        weights_dir / exporter.POET_STAGES["base"],
     )
     history = {
         "training": {"steps": 1, "batch_size": 1},
@@ -768,3 +774,84 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     assert worst <= TOLERANCE, worst
     assert longest == settings["max_len"]  # the max_len stop was exercised
     print(f"\nsmall random GPT: largest logit difference {worst:.2e}")
+
+
+# --- 4. The two poets on the page, the rhyme marked ----------------------------------------
+
+
+@pytest.mark.parametrize(("width", "dark"), [(1280, False), (390, True)])
+def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width, dark):
+    """Picked with the keyboard, the DPO poet downloads (only then) and writes with the same
+    settings; the rhyme characters are marked and the verdict is chapter 19's checker's on the
+    same text; the rates quoted are the record's; axe-core finds nothing serious or critical."""
+    from test_playground_whatif import axe_violations
+    from transformer_book import repeats_rhyme, rhyme_characters, rhyme_class, rhymes
+
+    meta = json.loads(JSON_PATHS["dpo"].read_text("utf-8"))
+    context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=WARNINGS_TOO)
+    requested = []
+    tab.on("request", lambda request: requested.append(request.url.rsplit("/", 1)[-1]))
+    tab.goto(f"{page_url(PAGE)}#mode=continue&prompt=&temperature=0.8&top_p=0.9&seed=3", wait_until="load")
+
+    def verdict_is_pythons(poem: str) -> None:
+        marked = tab.locator("#poet-poem [data-rhyme]").all_inner_texts()
+        assert marked == rhyme_characters(poem), (poem, marked)
+        verdict = tab.locator("#poet-verdict")
+        assert verdict.get_attribute("data-rhymes") == str(rhymes(poem)).lower(), poem
+        assert verdict.get_attribute("data-repeats") == str(repeats_rhyme(poem)).lower(), poem
+        words = verdict.inner_text()
+        assert words.startswith("It rhymes" if rhymes(poem) else "It does not rhyme"), words
+        assert ("重韵" in words) == repeats_rhyme(poem), words
+        for character in marked:
+            assert f"{character} ({rhyme_class(character)})" in words or rhyme_class(character) in words
+
+    base = wait_for_poem(tab)
+    verdict_is_pythons(base)
+    assert not {"poet_dpo.json", "poet_dpo.bin"} & set(requested)  # not before it is picked
+    # The labels, and the rates from the record (shown beside them on a wide screen only).
+    for stage, poet in meta["poets"].items():
+        label = " ".join(tab.locator(f"label:has(#poet-stage-{stage})").text_content().split())
+        assert label == f"{poet['label']}: rhymes in {100 * meta['measured'][stage]['rhyme']:.1f}% of its poems"
+    measured = meta["measured"]
+    assert (
+        tab.locator("#poet-measured")
+        .inner_text()
+        .startswith(f"Measured on {measured['base']['poems']} poems each (seeds 0 to 199, temperature 0.8, top-p 0.9")
+    )
+
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.focus("#poet-stage-base")
+    tab.keyboard.press("ArrowDown")  # the radio group: the next poet, picked and written
+    taught = wait_for_poem(tab)
+    assert tab.is_checked("#poet-stage-dpo") and requested.count("poet_dpo.bin") == 1
+    assert hash_of(tab) == {
+        "mode": "continue", "temperature": "0.8", "top_p": "0.9", "seed": "3",
+        "poet": "dpo", "layer": "3", "head": "0",
+    }  # fmt: skip
+    assert tab.locator("#poet-call").inner_text() == (
+        'pretrained_poet(stage="dpo").write("", temperature=0.8, top_p=0.9, seed=3)'
+    )
+    same = tab.evaluate(
+        """async () => {  // the page's poem is gpt.js's with the DPO poet's weights
+      const PoetGPT = await import(new URL("../_static/playground/gpt.js", location.href));
+      const model = await PoetGPT.loadPoet(new URL("../_static/playground/poet_dpo.json",
+                                                   location.href).href);
+      return PoetGPT.write(model, "", {temperature: 0.8, topP: 0.9, seed: 3}).text;
+    }"""
+    )
+    assert same == taught
+    verdict_is_pythons(taught)
+    assert "taught by DPO" in tab.locator("#poet-about").inner_text()
+    print(f"\n{width} px: seed 3, base: {base} / DPO: {taught}")
+    violations = axe_violations(tab)
+    print("axe-core:", [(v["id"], v["impact"], len(v["nodes"])) for v in violations] or "none")
+    assert not [v for v in violations if v["impact"] in ("serious", "critical")], violations
+
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.keyboard.press("ArrowUp")  # back to the base poet: its poem again, nothing downloaded
+    assert wait_for_poem(tab) == base and requested.count("poet.bin") == 1
+    assert "poet" not in hash_of(tab)
+    overflow = tab.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert overflow[0] <= overflow[1], overflow
+    context.close()
+    assert not outside and not errors, (outside, errors)

@@ -25,7 +25,9 @@ export function rhymeCharacters(poem) {
   let at = 0;
   (poem.match(VERSE) ?? []).forEach((verse, index) => {
     const text = [...verse.replace(MARKS, "")];
-    if (index % 2 === 1 && text.length) found.push({ character: text.at(-1), at: at + text.length - 1 });
+    if (index % 2 === 1 && text.length) {
+      found.push({ character: text.at(-1), at: at + text.length - 1 });
+    }
     at += [...verse].length;
   });
   return found;
