@@ -807,6 +807,7 @@ def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width, dark):
 
     base = wait_for_poem(tab)
     verdict_is_pythons(base)
+    assert tab.locator("#poet-other").is_hidden()  # the other poet is not loaded: no poem of it
     assert not {"poet_dpo.json", "poet_dpo.bin"} & set(requested)  # not before it is picked
     # The labels, and the rates from the record (shown beside them on a wide screen only).
     for stage, poet in meta["poets"].items():
@@ -841,6 +842,10 @@ def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width, dark):
     )
     assert same == taught
     verdict_is_pythons(taught)
+    other = tab.locator("#poet-other")  # the base poet's poem, the same settings, beside it
+    tab.wait_for_function("(base) => document.querySelector('#poet-other').dataset.text === base", arg=base)
+    assert other.is_visible() and other.get_attribute("data-rhymes") == str(rhymes(base)).lower()
+    assert other.locator(".poet-rhyme").all_inner_texts() == rhyme_characters(base)
     assert "taught by DPO" in tab.locator("#poet-about").inner_text()
     print(f"\n{width} px: seed 3, base: {base} / DPO: {taught}")
     violations = axe_violations(tab)
@@ -850,6 +855,7 @@ def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width, dark):
     tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
     tab.keyboard.press("ArrowUp")  # back to the base poet: its poem again, nothing downloaded
     assert wait_for_poem(tab) == base and requested.count("poet.bin") == 1
+    tab.wait_for_function("(taught) => document.querySelector('#poet-other').dataset.text === taught", arg=taught)
     assert "poet" not in hash_of(tab)
     overflow = tab.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert overflow[0] <= overflow[1], overflow

@@ -353,15 +353,15 @@ function showVerdict(text) {
   const named = ends.map(({ character }, i) => `${character} (${classes[i] ?? "no class"})`);
   let words;
   if (ends.length < 2) {
-    words = "Fewer than two even verses: nothing to rhyme, so it does not rhyme.";
+    words = "It does not rhyme: fewer than two even verses, nothing to rhyme.";
   } else if (rhymes) {
     const [name] = classes;
-    words = `It rhymes: the rhyme characters (underlined: the last of each even verse) ` +
-      `${ends.map(({ character }) => character).join(" ")} all fall in ${name} ` +
+    words = `It rhymes by chapter 19's rule: the rhyme characters (underlined: the last of ` +
+      `each even verse) ${ends.map(({ character }) => character).join(" ")} all fall in ${name} ` +
       `(${finals[name].join(", ")}).`;
   } else {
-    words = `It does not rhyme: the rhyme characters (underlined: the last of each even ` +
-      `verse) fall in more than one class: ${named.join(", ")}.`;
+    words = `It does not rhyme by chapter 19's rule: the rhyme characters (underlined: the ` +
+      `last of each even verse) fall in more than one class: ${named.join(", ")}.`;
   }
   if (ends.length >= 2) {
     words += repeated.length
@@ -417,6 +417,7 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
   const prepared = poem.hasAttribute("data-prepared");
   if (animate && !prepared) poem.textContent = "";
   element("poet-timing").textContent = "";
+  element("poet-other").hidden = true;
   closeDistribution();
   if (worker.busy) worker.cancel(); // an older poem still being written
   element("poet-stop").hidden = false;
@@ -499,6 +500,38 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
     poem.querySelector(`.poet-token[data-step="${keepStep}"]`)?.focus({ preventScroll: true });
   }
   pending = null;
+  await showOther(chosen, number);
+}
+
+// The other poet's poem with the same settings, once the reader has picked that poet before
+// (nothing is downloaded for it): the two poems side by side, their rhyme characters marked.
+async function showOther(chosen, number) {
+  const box = element("poet-other");
+  const other = chosen.stage === "dpo" ? "base" : "dpo";
+  const loaded = loadings.has(other) ? await loadings.get(other) : null;
+  if (force || !loaded || number !== writing) {
+    if (number === writing) box.hidden = true;
+    return;
+  }
+  const result = await writeInWorker({ ...chosen, stage: other }, []);
+  if (number !== writing) return;
+  if (result.stopped) {
+    box.hidden = true;
+    return;
+  }
+  const verdict = checkRhyme(loaded.rhyme, result.text);
+  const marked = new Set(verdict.ends.map(({ at }) => at));
+  const poemHtml = [...result.text]
+    .map((c, i) => (marked.has(i) ? `<span class="poet-rhyme">${escapeHtml(c)}</span>`
+      : escapeHtml(c)))
+    .join("");
+  const label = loaded.meta.poets[other].label;
+  box.innerHTML = `${escapeHtml(label[0].toUpperCase() + label.slice(1))}, the same settings: ` +
+    `<span lang="zh">${poemHtml}</span> (it ${verdict.rhymes ? "rhymes" : "does not rhyme"}` +
+    `${verdict.repeats ? `; 重韵: ${escapeHtml(verdict.repeated.join(", "))}` : ""}).`;
+  box.dataset.text = result.text;
+  box.dataset.rhymes = String(verdict.rhymes);
+  box.hidden = false;
 }
 
 // Every attention map over the written poem (one pass without the cache, in the worker), kept
