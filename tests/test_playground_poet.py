@@ -833,6 +833,7 @@ def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width=390, dark=T
     assert tab.locator("#poet-call").inner_text() == (
         'pretrained_poet(stage="dpo").write("", temperature=0.8, top_p=0.9, seed=3)'
     )
+    link = tab.evaluate("() => location.href")
     same = tab.evaluate(
         """async () => {  // the page's poem is gpt.js's with the DPO poet's weights
       const PoetGPT = await import(new URL("../_static/playground/gpt.js", location.href));
@@ -860,5 +861,10 @@ def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width=390, dark=T
     assert "poet" not in hash_of(tab)
     overflow = tab.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert overflow[0] <= overflow[1], overflow
+
+    tab.goto(link)  # the DPO poem's link, reloaded: the DPO poet's poem again (from the browser's cache)
+    tab.reload(wait_until="load")
+    assert wait_for_poem(tab) == taught and tab.is_checked("#poet-stage-dpo")
+    assert requested.count("poet_dpo.bin") == 1 and requested.count("poet.bin") == 1
     context.close()
     assert not outside and not errors, (outside, errors)
