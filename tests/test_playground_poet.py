@@ -169,8 +169,8 @@ def test_export_is_deterministic_and_check_sees_a_change(tmp_path):
 
 
 def test_exporter_refuses_an_unknown_poet(tmp_path):
-    with pytest.raises(ValueError, match="stage must be one of \\['base', 'dpo'\\]; got 'grpo'"):
-        exporter.export_poet("grpo", tmp_path)
+    with pytest.raises(ValueError, match="stage must be one of \\['base', 'dpo'\\]; got 'rlhf'"):
+        exporter.export_poet("rlhf", tmp_path)
 
 
 def test_loader_refuses_a_damaged_file(tmp_path):
