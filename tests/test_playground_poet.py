@@ -1,13 +1,16 @@
 """The poem page of the playground: its files, its JavaScript GPT against PyTorch, the page.
 
-1. The exporter (tools/export_poet_playground.py): the files are the shipped weights, bit for
-   bit; exporting again gives the same bytes; --check fails when a file changes; the page
-   downloads at most 4 MB.
+1. The exporter (tools/export_poet_playground.py): the files of each poet (the base poet and the
+   one DPO taught) are the shipped weights, bit for bit; exporting again gives the same bytes;
+   --check fails when a file changes; the page downloads at most 4 MB for a poet; the rates it
+   quotes are the record's, and the record's scope (seeds, temperature, top-p) is checked by
+   writing its first samples again; the rhyme table is chapter 19's.
 2. Parity: book/_static/playground/gpt.js, run in headless Chromium, against the package's GPT
-   loaded from the same file (the shipped poet, and a small random GPT of another
+   loaded from the same file (both shipped poets, and a small random GPT of another
    configuration): logits within ``TOLERANCE`` of PyTorch's float32 model, the attention maps too, greedy poems token for token those of ``Poet.write`` at temperature 0,
    藏头 verses opening with their characters, top-p and top-k as the package's, unknown
-   characters named.
+   characters named. The page's rhyme checker (poet-rhyme.js) against chapter 19's
+   rhyme_characters, rhymes and repeats_rhyme on the records' poems, real ones and made ones.
 3. The built page (BOOK_HTML, default _build/html): the weights load only when asked, the poem
    appears, the attention map draws; at 390 px in the dark theme nothing pans sideways.
 Everything is served on 127.0.0.1; any other request is refused and fails the test. Timings
@@ -30,73 +33,148 @@ import torch
 import yaml
 
 import export_poet_playground as exporter
-from browser_support import local_only_tab, script_tab, serve
+from browser_support import hash_of, local_only_tab, page_url, script_tab, serve
 from transformer_book import VERSE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STATIC = REPO_ROOT / "book" / "_static"
 PLAYGROUND = STATIC / "playground"
 JSON_PATH = PLAYGROUND / "poet.json"
+JSON_PATHS = {stage: PLAYGROUND / f"{poet['name']}.json" for stage, poet in exporter.POETS.items()}
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 PAGE = "book/playground_poems.html"
 
 
 @pytest.fixture(scope="module")
 def exported():
-    """The committed files, loaded into the package's Poet."""
+    """The committed files of the base poet, loaded into the package's Poet."""
     return exporter.load_poet(JSON_PATH)
+
+
+@pytest.fixture(scope="module", params=list(exporter.POETS))
+def each_poet(request, exported):
+    """(stage, the Poet loaded from the committed files, their metadata) of each poet."""
+    if request.param == "base":
+        return ("base", *exported)
+    return (request.param, *exporter.load_poet(JSON_PATHS[request.param]))
 
 
 # --- 1. The exporter ------------------------------------------------------------------
 
 
-def test_the_files_are_the_shipped_weights(exported):
-    from transformer_book import pretrained_poet
+def test_the_files_are_the_shipped_weights(each_poet, exported):
+    from transformer_book import preference_record, pretrained_poet
 
-    poet, meta = exported
-    shipped = pretrained_poet()
-    assert poet.vocab.tokens == shipped.vocab.tokens == meta["tokens"]
+    stage, poet, meta = each_poet
+    shipped = pretrained_poet(stage=stage)
+    assert meta["stage"] == stage and meta["name"] == exporter.POETS[stage]["name"]
+    assert poet.vocab.tokens == shipped.vocab.tokens == meta["tokens"] == exported[1]["tokens"]
     ours, theirs = poet.model.state_dict(), shipped.model.state_dict()
     assert list(ours) == list(theirs)
     for name in theirs:
         assert torch.equal(ours[name], theirs[name]), name
-    assert poet.model.config == shipped.model.config
-    _, raw = exporter.read_shipped()
+    assert poet.model.config == shipped.model.config == exported[0].model.config
+    _, raw = exporter.read_shipped(stage=stage)
     assert meta["source"]["sha256"] == hashlib.sha256(raw).hexdigest()
     # float16, each tensor once: two bytes per parameter
     count = sum(p.numel() for p in shipped.model.parameters())
-    assert meta["weights"]["bytes"] == 2 * count == (PLAYGROUND / "poet.bin").stat().st_size
-    history = json.loads((exporter.WEIGHTS / exporter.HISTORY_FILE).read_text("utf-8"))
-    assert meta["training"]["held_out_perplexity"] == history["held_out_perplexity"]
-    assert meta["training"]["steps"] == len(history["losses"])
+    assert meta["weights"]["bytes"] == 2 * count == (PLAYGROUND / meta["weights"]["file"]).stat().st_size
+    if stage == "base":
+        history = json.loads((exporter.WEIGHTS / exporter.HISTORY_FILE).read_text("utf-8"))
+        assert meta["training"]["held_out_perplexity"] == history["held_out_perplexity"]
+        assert meta["training"]["steps"] == len(history["losses"])
+    else:
+        record = preference_record(stage)
+        assert meta["training"]["steps"] == len(record["history"]) == record["training"]["steps"]
+        assert meta["training"]["held_out_perplexity"] == record["tuned"]["held_out_perplexity"]
+    if stage != "base":  # another poet: other weights
+        assert not torch.equal(
+            ours["tokens.lookup.weight"],
+            exported[0].model.state_dict()["tokens.lookup.weight"],
+        )
 
 
-def test_the_page_downloads_at_most_4_mb():
-    total = (PLAYGROUND / "poet.bin").stat().st_size + JSON_PATH.stat().st_size
-    print(f"poet.bin + poet.json: {total:,} bytes")
+@pytest.mark.parametrize("stage", list(exporter.POETS))
+def test_the_page_downloads_at_most_4_mb_a_poet(stage):
+    meta = json.loads(JSON_PATHS[stage].read_text("utf-8"))
+    total = (PLAYGROUND / meta["weights"]["file"]).stat().st_size + JSON_PATHS[stage].stat().st_size
+    print(f"{meta['weights']['file']} + {JSON_PATHS[stage].name}: {total:,} bytes")
     assert total <= exporter.MAX_BYTES == 4_000_000
+
+
+def test_the_quoted_rates_are_the_records_with_their_scope(exported):
+    """The rates the page quotes are tools/train_grpo.py's record; its scope (200 poems, seeds
+    0-199, T 0.8, top-p 0.9) is checked by writing the record's first samples again."""
+    from transformer_book import preference_record, pretrained_poet
+
+    record = preference_record("dpo")
+    measured = exported[1]["measured"]
+    assert json.loads(JSON_PATHS["dpo"].read_text("utf-8"))["measured"] == measured  # the same in both
+    for stage, key in (("base", "base"), ("dpo", "tuned")):
+        assert measured[stage] == {name: record[key][name] for name in exporter.MEASURES}
+        assert measured[stage]["poems"] == 200
+    assert measured["seeds"] == [0, 199] and (
+        measured["temperature"],
+        measured["top_p"],
+    ) == (0.8, 0.9)
+    for stage, key in (("base", "base"), ("dpo", "tuned")):
+        poet = pretrained_poet(stage=stage)
+        for seed in (0, 1):  # the record's samples are its poems of seeds 0, 1, ...
+            poem = poet.write(temperature=measured["temperature"], top_p=measured["top_p"], seed=seed)
+            assert poem == record[key]["samples"][seed], (stage, seed)
+
+
+def test_the_rhyme_table_is_chapter_19s(exported):
+    from transformer_book import rhyme_class
+
+    _, meta = exported
+    classes = meta["rhyme"]["classes"]
+    owner = {c: name for name, characters in classes.items() for c in characters}
+    assert sum(map(len, classes.values())) == len(owner)  # each character in one class at most
+    for token in meta["tokens"][3:]:
+        assert owner.get(token) == rhyme_class(token), token
+    assert json.loads(JSON_PATHS["dpo"].read_text("utf-8"))["rhyme"] == meta["rhyme"]
 
 
 def test_export_is_deterministic_and_check_sees_a_change(tmp_path):
     first = exporter.export(tmp_path / "one")
     second = exporter.export(tmp_path / "two")
+    assert [path.name for path in first] == [
+        "poet.json",
+        "poet.bin",
+        "poet_dpo.json",
+        "poet_dpo.bin",
+    ]
     for one, two in zip(first, second, strict=True):
         assert one.read_bytes() == two.read_bytes(), one.name
     assert exporter.check() == []  # the committed files are the tool's
     assert exporter.main(["--check"]) == 0
-    # A changed weight, or a changed JSON, is caught.
+    # A changed weight, or a changed JSON, of either poet is caught; so is a missing file.
     out = tmp_path / "one"
-    data = bytearray((out / "poet.bin").read_bytes())
-    data[1000] ^= 1
-    (out / "poet.bin").write_bytes(bytes(data))
-    assert exporter.check(out) == ["poet.bin"]
+    for name in ("poet.bin", "poet_dpo.bin"):
+        data = bytearray((out / name).read_bytes())
+        data[1000] ^= 1
+        (out / name).write_bytes(bytes(data))
+    assert exporter.check(out) == ["poet.bin", "poet_dpo.bin"]
     assert exporter.main(["--check", "--out", str(out)]) == 1
     (out / "poet.json").write_text((out / "poet.json").read_text("utf-8").replace("写诗", "作诗"), encoding="utf-8")
-    assert exporter.check(out) == ["poet.json", "poet.bin"]
+    assert exporter.check(out) == ["poet.json", "poet.bin", "poet_dpo.bin"]
+    (out / "poet_dpo.json").unlink()
+    assert exporter.check(out) == [
+        "poet.json",
+        "poet.bin",
+        "poet_dpo.json",
+        "poet_dpo.bin",
+    ]
+
+
+def test_exporter_refuses_an_unknown_poet(tmp_path):
+    with pytest.raises(ValueError, match="stage must be one of \\['base', 'dpo'\\]; got 'rlhf'"):
+        exporter.export_poet("rlhf", tmp_path)
 
 
 def test_loader_refuses_a_damaged_file(tmp_path):
-    json_path, bin_path = exporter.export(tmp_path)
+    json_path, bin_path = exporter.export_poet("base", tmp_path)
     data = bytearray(bin_path.read_bytes())
     data[0] ^= 1
     bin_path.write_bytes(bytes(data))
@@ -129,9 +207,12 @@ TOLERANCE = 1e-4  # JavaScript (float64) against PyTorch's float32 model, same w
 TOLERANCE_FLOAT64 = 1e-9  # against the same model computed in float64
 WARNINGS_TOO = ("error", "warning")  # the poem page logs neither
 
-HARNESS_MODULES = {"PoetGPT": "playground/gpt.js"}  # which imports core.js
+HARNESS_MODULES = {
+    "PoetGPT": "playground/gpt.js",
+    "PoetRhyme": "playground/poet-rhyme.js",
+}  # gpt.js imports core.js
 
-RUN_JS = """async ({prompts}) => {
+RUN_JS = """async ({prompts, file}) => {
   const base64 = (values) => {  // a Float64Array as base64 (fast to pass back)
     const bytes = new Uint8Array(values.buffer);
     let text = "";
@@ -140,7 +221,7 @@ RUN_JS = """async ({prompts}) => {
     return btoa(text);
   };
   const started = performance.now();
-  const model = await PoetGPT.loadPoet("playground/poet.json");
+  const model = await PoetGPT.loadPoet(`playground/${file}`);
   const loadMs = performance.now() - started;
   const results = [];
   let characters = 0, writeMs = 0;
@@ -176,25 +257,26 @@ def harness_tab(browser, directory: Path = STATIC, **options):
 
 
 @pytest.fixture(scope="module")
-def javascript_poems(browser, exported):
-    """gpt.js's greedy poems (and logits, attention maps) for the file's test prompts."""
-    _, meta = exported
+def javascript_poems(browser, each_poet):
+    """gpt.js's greedy poems (and logits, attention maps) for the file's test prompts, with
+    each poet."""
+    _, _, meta = each_poet
     prompts = meta["parity_prompts"] + meta["examples"]
     context, tab, outside, errors = harness_tab(browser)
-    run = tab.evaluate(RUN_JS, {"prompts": prompts})
+    run = tab.evaluate(RUN_JS, {"prompts": prompts, "file": f"{meta['name']}.json"})
     context.close()
     assert not outside and not errors, (outside, errors)
     rate = run["characters"] / (run["writeMs"] / 1000)
     print(
-        f"\ngpt.js: loaded poet.bin in {run['loadMs']:.0f} ms; greedy, with the cache: "
+        f"\ngpt.js: loaded {meta['weights']['file']} in {run['loadMs']:.0f} ms; greedy, with the cache: "
         f"{run['characters']} characters in {run['writeMs']:.0f} ms ({rate:.0f} characters/s)"
     )
     return prompts, run["results"]
 
 
 @torch.no_grad()
-def test_javascript_logits_and_greedy_poems_are_pytorchs(exported, javascript_poems):
-    poet, meta = exported
+def test_javascript_logits_and_greedy_poems_are_pytorchs(each_poet, javascript_poems):
+    stage, poet, meta = each_poet
     vocab = meta["config"]["vocab_size"]
     float64 = copy.deepcopy(poet.model).double()
     worst = worst64 = 0.0
@@ -211,7 +293,10 @@ def test_javascript_logits_and_greedy_poems_are_pytorchs(exported, javascript_po
         )  # (steps, vocab)
         first = len(ids) - steps.size(0)  # the position of the first step: <s> + prompt - 1
         tokens = torch.tensor([ids])  # (1, seq)
-        for model, bound, kind in ((poet.model, TOLERANCE, "float32"), (float64, TOLERANCE_FLOAT64, "float64")):
+        for model, bound, kind in (
+            (poet.model, TOLERANCE, "float32"),
+            (float64, TOLERANCE_FLOAT64, "float64"),
+        ):
             logits = model(tokens, need_weights=True)[0, first:].double()  # (steps, vocab)
             difference = (steps - logits).abs().max().item()
             assert difference <= bound, f"{prompt!r}: {kind} logits differ by {difference:.2e}"
@@ -229,7 +314,7 @@ def test_javascript_logits_and_greedy_poems_are_pytorchs(exported, javascript_po
             verses = VERSE.findall(result["text"])
             assert [verse[0] for verse in verses] == list(prompt), result["text"]
     print(
-        f"largest logit difference: {worst:.2e} against float32 PyTorch "
+        f"{stage} poet: largest logit difference: {worst:.2e} against float32 PyTorch "
         f"(tolerance {TOLERANCE:.0e}), {worst64:.2e} against float64 "
         f"(tolerance {TOLERANCE_FLOAT64:.0e}); {len(javascript_poems[0])} greedy poems "
         "token for token the same"
@@ -272,7 +357,10 @@ def javascript_sampling(browser, exported):
     poet, _ = exported
     probe = poet.model(torch.tensor([[poet.vocab.boundary_id, poet.vocab.ids["春"]]]))[0, -1]
     tops = {"p": [0.1, 0.5, 0.9, 0.99, 1.0], "k": [1, 5, 40]}
-    prompts = [{"prompt": "", "acrostic": False}, {"prompt": "春花秋月", "acrostic": True}]
+    prompts = [
+        {"prompt": "", "acrostic": False},
+        {"prompt": "春花秋月", "acrostic": True},
+    ]
     context, tab, outside, errors = harness_tab(browser)
     run = tab.evaluate(SAMPLING_JS, {
         "seeds": list(range(20)), "prompts": prompts, "tops": tops,
@@ -358,7 +446,10 @@ def test_javascript_names_unknown_characters(browser, exported):
     results = tab.evaluate(NAMES_JS, {"cases": cases})
     context.close()
     assert not outside and not errors, (outside, errors)
-    assert poet.vocab.unknown("春A花😀A") == ["A", "😀"]  # what the package names, in order
+    assert poet.vocab.unknown("春A花😀A") == [
+        "A",
+        "😀",
+    ]  # what the package names, in order
     assert results[0]["error"].startswith('The poet does not know these characters: "A", "😀"')
     assert results[1]["error"].startswith('The poet does not know these characters: "a", "b", "c"')
     assert results[2]["error"] == "A 藏头诗 needs 1 to 4 characters, one per verse; got 5."
@@ -367,6 +458,79 @@ def test_javascript_names_unknown_characters(browser, exported):
     assert results[5]["error"] is None and results[6]["error"] is None  # spaces trimmed
     for result in results:  # write() refuses what checkPrompt refuses, with its message
         assert result["thrown"] == result["error"]
+
+
+RHYME_JS = """async ({poems}) => {
+  const meta = await (await fetch("playground/poet.json")).json();
+  const table = PoetRhyme.rhymeTable(meta.rhyme);
+  return poems.map((poem) => {
+    const {ends, rhymes, repeats, repeated} = PoetRhyme.checkRhyme(table, poem);
+    return {ends: ends.map((end) => end.character), at: ends.map((end) => end.at), rhymes,
+            repeats, repeated};
+  });
+}"""
+
+# Made poems: a repeat that rhymes, a repeat that does not, no rhyme, one even verse, a verse
+# without its mark, ？, a character outside the Basic Multilingual Plane at a verse's end, marks
+# alone, nothing.
+MADE_POEMS = [
+    "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
+    "春风吹柳绿，明月照高楼。山水相依处，归人上小楼。",
+    "春风吹柳绿，明月照高楼。山水相依处，归人上小楼。江上孤帆远，行人上小楼。",
+    "春风吹柳绿，明月照高楼。山水相依处，归人见白云。",
+    "春风吹柳绿，明月照高楼。",
+    "春风吹柳绿，明月照高楼。山水相依处，归人见白云",
+    "春风吹柳绿？明月照高楼？山水相依处？归人上小楼？",
+    "春风吹柳绿，明月照高𠜴。山水相依处，归人上小𠜴。",
+    "，。，。",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def rhyme_poems(exported):
+    """The poems the page's rhyme checker is tried on: every poem sampled in the poets'
+    records (the base poet's, the tuned ones'), 400 Tang poems (every 100th of the corpus)
+    written in the poet's characters, and MADE_POEMS."""
+    from transformer_book import read_poems
+
+    known = set(exported[1]["tokens"][3:])
+    poems = []
+    for path in sorted(exporter.WEIGHTS.glob("tang_poet*.json")):
+        record = json.loads(path.read_text("utf-8"))
+        for part in (record, record.get("base", {}), record.get("tuned", {})):
+            for sample in part.get("samples", []):  # an SFT record keeps [prompt, poem, ok]
+                poems.append(sample if isinstance(sample, str) else sample[1])
+    real = [poem for poem in read_poems()[::100] if set(poem) <= known]
+    return poems + real[:400] + MADE_POEMS
+
+
+def test_the_pages_rhyme_checker_is_chapter_19s(browser, rhyme_poems):
+    from transformer_book import repeats_rhyme, rhyme_characters, rhymes
+
+    context, tab, outside, errors = harness_tab(browser)
+    results = tab.evaluate(RHYME_JS, {"poems": rhyme_poems})
+    context.close()
+    assert not outside and not errors, (outside, errors)
+    for poem, result in zip(rhyme_poems, results, strict=True):
+        ends = rhyme_characters(poem)
+        assert result["ends"] == ends, poem
+        assert result["rhymes"] == rhymes(poem), poem
+        assert result["repeats"] == repeats_rhyme(poem), poem
+        assert result["repeated"] == [c for c in dict.fromkeys(ends) if ends.count(c) > 1], poem
+        for character, at in zip(ends, result["at"], strict=True):  # where the page marks them
+            assert poem[at] == character and poem[at + 1 : at + 2] in (
+                "，",
+                "。",
+                "？",
+                "",
+            ), (poem, at)
+    verdicts = [(r["rhymes"], r["repeats"]) for r in results]
+    counts = {verdict: verdicts.count(verdict) for verdict in set(verdicts)}
+    print(f"\n{len(rhyme_poems)} poems, (rhymes, repeats): {counts}")
+    assert len(counts) == 4  # every verdict was tried
+    made = dict(zip(MADE_POEMS, results[-len(MADE_POEMS) :], strict=True))
+    assert made[MADE_POEMS[2]]["repeated"] == ["楼"] and made[MADE_POEMS[7]]["ends"] == ["𠜴", "𠜴"]
 
 
 # --- 3. The built page ----------------------------------------------------------------
@@ -384,6 +548,12 @@ def test_the_page_states_the_download_and_the_tolerance():
     for part in (text, summary):
         stated = {10 ** int(exponent) for exponent in re.findall(r"\$10\^\{(-\d+)\}\$", part)}
         assert stated == {TOLERANCE}, stated
+    dpo = json.loads(JSON_PATHS["dpo"].read_text("utf-8"))
+    dpo_total = (PLAYGROUND / dpo["weights"]["file"]).stat().st_size + JSON_PATHS["dpo"].stat().st_size
+    assert f"(another {dpo_total / 1e6:.1f} MB)" in text, "the DPO poet's download"
+    poems = dpo["measured"]["base"]["poems"]  # how many poems each poet's rates are measured on
+    assert poems == dpo["measured"]["dpo"]["poems"]
+    assert f"on {poems} poems each" in " ".join(text.split()) and f"在 {poems} 首诗上" in summary
     tokens = set(json.loads(JSON_PATH.read_text("utf-8"))["tokens"])
     for word in UNSEEN_EXAMPLES:
         assert word in page and not set(word) & tokens, word
@@ -503,7 +673,10 @@ def test_page_writes_poems(browser, exported, width, dark):
     svg = tab.locator("#poet-attention svg.marks").inner_html()
     key = tab.locator("#poet-attention").get_attribute("data-drawn")
     tab.select_option("#poet-head", "2")
-    tab.wait_for_function("(key) => document.querySelector('#poet-attention').dataset.drawn !== key", arg=key)
+    tab.wait_for_function(
+        "(key) => document.querySelector('#poet-attention').dataset.drawn !== key",
+        arg=key,
+    )
     assert tab.locator("#poet-attention").get_attribute("data-drawn").endswith("|3|2")
     assert tab.locator("#poet-attention svg.marks").inner_html() != svg
 
@@ -550,24 +723,41 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     prompts = exporter.EXAMPLES + exporter.PARITY_PROMPTS
     characters = set("".join(p for p, _ in prompts) + "，。？云雨风雪")
     vocab = PoemVocabulary(characters)
-    settings = {"max_len": 14, "d_model": 16, "heads": 2, "layers": 2, "d_ff": 48, "activation": "relu"}
+    settings = {
+        "max_len": 14,
+        "d_model": 16,
+        "heads": 2,
+        "layers": 2,
+        "d_ff": 48,
+        "activation": "relu",
+    }
     torch.manual_seed(0)
     model = GPT(GPTConfig(len(vocab), **settings)).eval()
     weights_dir = tmp_path / "weights"
     weights_dir.mkdir()
     half = {name: t.half() for name, t in model.state_dict().items()}
     torch.save(
-        {"config": settings, "characters": vocab.tokens[3:], "weights": half}, weights_dir / exporter.POET_WEIGHTS
+        {"config": settings, "characters": vocab.tokens[3:], "weights": half},
+        weights_dir / exporter.POET_STAGES["base"],
     )
-    history = {"training": {"steps": 1, "batch_size": 1}, "held_out_perplexity": 1.0, "losses": [1.0]}
+    history = {
+        "training": {"steps": 1, "batch_size": 1},
+        "held_out_perplexity": 1.0,
+        "losses": [1.0],
+    }
     (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")
+    # The page's rates come from the DPO record: the shipped one will do for a random poet.
+    shutil.copy(exporter.WEIGHTS / exporter.RECORD, weights_dir)
     served = tmp_path / "served"
-    exporter.export(served / "playground", weights_dir)
+    exporter.export_poet("base", served / "playground", weights_dir)
     for script in PLAYGROUND.glob("*.js"):  # gpt.js and the modules it imports
         shutil.copy(script, served / "playground")
     poet, meta = exporter.load_poet(served / "playground" / "poet.json")
     context, tab, outside, errors = harness_tab(browser, served)
-    run = tab.evaluate(RUN_JS, {"prompts": meta["parity_prompts"] + meta["examples"]})
+    run = tab.evaluate(
+        RUN_JS,
+        {"prompts": meta["parity_prompts"] + meta["examples"], "file": "poet.json"},
+    )
     context.close()
     assert not outside and not errors, (outside, errors)
     worst, longest = 0.0, 0
@@ -584,3 +774,97 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     assert worst <= TOLERANCE, worst
     assert longest == settings["max_len"]  # the max_len stop was exercised
     print(f"\nsmall random GPT: largest logit difference {worst:.2e}")
+
+
+# --- 4. The two poets on the page, the rhyme marked ----------------------------------------
+
+
+def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width=390, dark=True):
+    """Picked with the keyboard, the DPO poet downloads (only then) and writes with the same
+    settings; the rhyme characters are marked and the verdict is chapter 19's checker's on the
+    same text; the rates quoted are the record's; axe-core finds nothing serious or critical.
+    On a phone in the dark theme (the page's light theme at 1280 px is test_page_writes_poems's
+    and tests/test_playground_whatif.py's)."""
+    from test_playground_whatif import axe_violations
+    from transformer_book import repeats_rhyme, rhyme_characters, rhyme_class, rhymes
+
+    meta = json.loads(JSON_PATHS["dpo"].read_text("utf-8"))
+    context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=WARNINGS_TOO)
+    requested = []
+    tab.on("request", lambda request: requested.append(request.url.rsplit("/", 1)[-1]))
+    tab.goto(f"{page_url(PAGE)}#mode=continue&prompt=&temperature=0.8&top_p=0.9&seed=3", wait_until="load")
+
+    def verdict_is_pythons(poem: str) -> None:
+        marked = tab.locator("#poet-poem [data-rhyme]").all_inner_texts()
+        assert marked == rhyme_characters(poem), (poem, marked)
+        verdict = tab.locator("#poet-verdict")
+        assert verdict.get_attribute("data-rhymes") == str(rhymes(poem)).lower(), poem
+        assert verdict.get_attribute("data-repeats") == str(repeats_rhyme(poem)).lower(), poem
+        words = verdict.inner_text()
+        assert words.startswith("It rhymes" if rhymes(poem) else "It does not rhyme"), words
+        assert ("重韵" in words) == repeats_rhyme(poem), words
+        for character in marked:
+            assert f"{character} ({rhyme_class(character)})" in words or rhyme_class(character) in words
+
+    base = wait_for_poem(tab)
+    verdict_is_pythons(base)
+    assert tab.locator("#poet-other").is_hidden()  # the other poet is not loaded: no poem of it
+    assert not {"poet_dpo.json", "poet_dpo.bin"} & set(requested)  # not before it is picked
+    # The labels, and the rates from the record (shown beside them on a wide screen only).
+    for stage, poet in meta["poets"].items():
+        label = " ".join(tab.locator(f"label:has(#poet-stage-{stage})").text_content().split())
+        assert label == f"{poet['label']}: rhymes in {100 * meta['measured'][stage]['rhyme']:.1f}% of its poems"
+    measured = meta["measured"]
+    assert (
+        tab.locator("#poet-measured")
+        .inner_text()
+        .startswith(f"Measured on {measured['base']['poems']} poems each (seeds 0 to 199, temperature 0.8, top-p 0.9")
+    )
+
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.focus("#poet-stage-base")
+    tab.keyboard.press("ArrowDown")  # the radio group: the next poet, picked and written
+    taught = wait_for_poem(tab)
+    assert tab.is_checked("#poet-stage-dpo") and requested.count("poet_dpo.bin") == 1
+    assert hash_of(tab) == {
+        "mode": "continue", "temperature": "0.8", "top_p": "0.9", "seed": "3",
+        "poet": "dpo", "layer": "3", "head": "0",
+    }  # fmt: skip
+    assert tab.locator("#poet-call").inner_text() == (
+        'pretrained_poet(stage="dpo").write("", temperature=0.8, top_p=0.9, seed=3)'
+    )
+    link = tab.evaluate("() => location.href")
+    same = tab.evaluate(
+        """async () => {  // the page's poem is gpt.js's with the DPO poet's weights
+      const PoetGPT = await import(new URL("../_static/playground/gpt.js", location.href));
+      const model = await PoetGPT.loadPoet(new URL("../_static/playground/poet_dpo.json",
+                                                   location.href).href);
+      return PoetGPT.write(model, "", {temperature: 0.8, topP: 0.9, seed: 3}).text;
+    }"""
+    )
+    assert same == taught
+    verdict_is_pythons(taught)
+    other = tab.locator("#poet-other")  # the base poet's poem, the same settings, beside it
+    tab.wait_for_function("(base) => document.querySelector('#poet-other').dataset.text === base", arg=base)
+    assert other.is_visible() and other.get_attribute("data-rhymes") == str(rhymes(base)).lower()
+    assert other.locator(".poet-rhyme").all_inner_texts() == rhyme_characters(base)
+    assert "taught by DPO" in tab.locator("#poet-about").inner_text()
+    print(f"\n{width} px: seed 3, base: {base} / DPO: {taught}")
+    violations = axe_violations(tab)
+    print("axe-core:", [(v["id"], v["impact"], len(v["nodes"])) for v in violations] or "none")
+    assert not [v for v in violations if v["impact"] in ("serious", "critical")], violations
+
+    tab.evaluate("() => { document.querySelector('#poet-poem').dataset.done = ''; }")
+    tab.keyboard.press("ArrowUp")  # back to the base poet: its poem again, nothing downloaded
+    assert wait_for_poem(tab) == base and requested.count("poet.bin") == 1
+    tab.wait_for_function("(taught) => document.querySelector('#poet-other').dataset.text === taught", arg=taught)
+    assert "poet" not in hash_of(tab)
+    overflow = tab.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert overflow[0] <= overflow[1], overflow
+
+    tab.goto(link)  # the DPO poem's link, reloaded: the DPO poet's poem again (from the browser's cache)
+    tab.reload(wait_until="load")
+    assert wait_for_poem(tab) == taught and tab.is_checked("#poet-stage-dpo")
+    assert requested.count("poet_dpo.bin") == 1 and requested.count("poet.bin") == 1
+    context.close()
+    assert not outside and not errors, (outside, errors)

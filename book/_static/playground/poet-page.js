@@ -2,63 +2,105 @@
 // the browser's cache after the first visit), has gpt.js write a poem one character at a time in
 // the page's Web Worker (worker.js), and draws the attention map of the layer and head chosen over
 // the written poem (page.js draws it). The page imports no model code: the worker alone loads it.
+// Two poets share the vocabulary and the configuration: chapter 15's (poet.json) and the one
+// chapter 20 taught to rhyme by DPO (poet_dpo.json), downloaded only when the reader picks it. The
+// written poem's rhyme characters are marked and judged by chapter 19's rule (poet-rhyme.js).
 import {
   Cancelled, ModelWorker, arrowKeys, barsHtml, bringIntoView, counted, debounce, drawAttentionMap,
   drillDownHtml, element, escapeHtml, here, lensHtml, megabytes, numberOptions, readHash, rowOf,
   say as sayIn, tokens as rovingTokens, valueSideHtml, writeHash,
 } from "./page.js";
+import { checkRhyme, rhymeTable } from "./poet-rhyme.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
 const worker = new ModelWorker();
-const poetUrl = new URL("poet.json", here).href;
-let model = null; // {meta}: what the page needs of the poet (the weights are in the worker)
-let loading = null;
+const POETS = { base: "poet.json", dpo: "poet_dpo.json" }; // tools/export_poet_playground.py
+const poetUrl = (stage) => new URL(POETS[stage], here).href;
+// {meta, rhyme}: what the page needs of the latest poet loaded (the weights are in the worker);
+// the two poets' vocabularies and configurations are the same.
+let model = null;
+const loadings = new Map(); // stage -> the promise of its {meta, rhyme}, or of null if it failed
 let writing = 0; // the number of the latest poem: an older one stops when a new one starts
 let stopped = 0; // the number of the poem the reader stopped
 let last = null; // the latest finished poem's ids, for the attention controls
 
 const say = (text) => sayIn("poet-message", text);
 
-// The poet, loaded in the worker as the page opens (from the Cache API after the first visit).
-async function load() {
-  if (loading) return loading;
+// A poet ("base" or "dpo"), loaded in the worker when it is first asked for: the base poet as
+// the page opens, the other when the reader picks it (from the Cache API after the first visit).
+const chosenStage = () => (element("poet-stage-dpo").checked ? "dpo" : "base");
+const poetName = (stage) => (stage === "dpo" ? "the poet taught to rhyme" : "the poet");
+
+function load(stage = chosenStage()) {
+  if (loadings.has(stage)) return loadings.get(stage);
   const progress = element("poet-progress");
   const status = element("poet-status");
+  const name = poetName(stage);
   progress.hidden = false;
-  status.textContent = "loading the poet…";
+  status.textContent = `loading ${name}…`;
   const shown = ({ loaded: received, total }) => {
     progress.value = received / total;
-    status.textContent = `loading the poet: ${megabytes(received)} of ${megabytes(total)}`;
+    status.textContent = `loading ${name}: ${megabytes(received)} of ${megabytes(total)}`;
   };
-  loading = worker
-    .request("loadPoet", { url: poetUrl }, shown)
+  const loading = worker
+    .request("loadPoet", { url: poetUrl(stage) }, shown)
     .then(({ meta }) => {
-      model = { meta };
+      const loaded = { meta, rhyme: rhymeTable(meta.rhyme) };
+      const first = model === null;
+      if (first) model = loaded; // the controls need a poet; write() sets the poem's own
       const { bytes } = meta.weights;
       const characters = (meta.tokens.length - 3).toLocaleString("en");
       status.textContent =
-        `the poet: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
+        `${name}: ${megabytes(bytes)} of float16 weights, ${characters} characters`;
       progress.hidden = true;
-      describe(meta);
-      fillControls(meta);
-      applyLayerAndHead();
-      return model;
+      if (first) {
+        fillControls(meta);
+        describeRates(meta.measured);
+        applyLayerAndHead();
+      }
+      return loaded;
     })
     .catch((error) => {
-      loading = null;
+      loadings.delete(stage);
       progress.hidden = true;
       status.textContent = "";
-      say(`could not load the poet (${error.message}); serve the book over http`);
+      say(`could not load ${name} (${error.message}); serve the book over http`);
+      return null;
     });
+  loadings.set(stage, loading);
   return loading;
 }
 
+const percent = (share) => `${(100 * share).toFixed(1)}%`;
+
 function describe(meta) {
   const { steps, batch_size, held_out_perplexity } = meta.training;
-  element("poet-about").textContent =
-    `This poet was trained for ${steps} steps of ${batch_size} poems ` +
-    `(${meta.config.layers} layers, d_model ${meta.config.d_model}, ` +
-    `${meta.config.heads} heads); its held-out perplexity is ${held_out_perplexity.toFixed(1)}.`;
+  const shape = `(${meta.config.layers} layers, d_model ${meta.config.d_model}, ` +
+    `${meta.config.heads} heads)`;
+  element("poet-about").textContent = meta.stage === "dpo"
+    ? `This poet is chapter 15's ${shape}, then taught by DPO (chapter 20) for ${steps} steps ` +
+      `of ${batch_size} preference pairs (${meta.training.pairs} pairs, ` +
+      `β ${meta.training.beta}); ` +
+      `its held-out perplexity is ${held_out_perplexity.toFixed(1)} (the base poet's: ` +
+      `${meta.measured.base.held_out_perplexity.toFixed(1)}).`
+    : `This poet was trained for ${steps} steps of ${batch_size} poems ${shape}; its held-out ` +
+      `perplexity is ${held_out_perplexity.toFixed(1)}.`;
+}
+
+// The two poets' rates, as chapter 20's tool recorded them (tools/export_poet_playground.py
+// copies them into the JSON files), with their scope.
+function describeRates(measured) {
+  const { base, dpo, seeds, temperature, top_p: topP } = measured;
+  for (const [stage, rate] of Object.entries({ base, dpo })) {
+    element(`poet-rate-${stage}`).textContent =
+      `: rhymes in ${percent(rate.rhyme)} of its poems`;
+  }
+  element("poet-measured").textContent =
+    `Measured on ${base.poems} poems each (seeds ${seeds[0]} to ${seeds[1]}, temperature ` +
+    `${temperature}, top-p ${topP}, no prompt): the base poet rhymes in ${percent(base.rhyme)} ` +
+    `of its poems and repeats a rhyme character in ${percent(base.repeated)}; the poet DPO ` +
+    `taught, ${percent(dpo.rhyme)} and ${percent(dpo.repeated)}. A poem of this page is one ` +
+    "draw: either poet can miss.";
 }
 
 function fillControls(meta) {
@@ -81,6 +123,9 @@ function fillControls(meta) {
 let pending = null; // a state from the hash whose layer, head, query and step wait for the poem
 const FIELDS = { prompt: "poet-prompt", temperature: "poet-temperature", top_p: "poet-top-p",
   seed: "poet-seed" };
+const setStage = (stage) => {
+  element(stage === "dpo" ? "poet-stage-dpo" : "poet-stage-base").checked = true;
+};
 let written = null; // the settings of the poem on the page (settings())
 let force = null; // the "what if": {prefix: ids written after the prompt, marks: forced steps}
 
@@ -88,6 +133,7 @@ function saveState() {
   if (!written) return;
   const state = { mode: written.acrostic ? "acrostic" : "continue", prompt: written.prompt,
     temperature: written.temperature, top_p: written.topP, seed: written.seed };
+  if (written.stage !== "base") state.poet = written.stage;
   if (force) {
     state.force = force.prefix.map((id, i) => `${id}${force.marks.includes(i) ? "*" : ""}`)
       .join(".");
@@ -108,6 +154,7 @@ function applyState(state) {
   for (const [name, id] of Object.entries(FIELDS)) {
     if (state.has(name)) element(id).value = state.get(name);
   }
+  setStage(state.get("poet") === "dpo" ? "dpo" : "base");
   force = null;
   const pieces = (state.get("force") ?? "").split(".").filter(Boolean);
   const prefix = pieces.map((piece) => Number(piece.replace("*", "")));
@@ -146,6 +193,7 @@ function settings() {
     temperature: number("poet-temperature"),
     topP: number("poet-top-p"),
     seed: Math.trunc(number("poet-seed")),
+    stage: chosenStage(),
   };
 }
 
@@ -170,20 +218,27 @@ const asLines = (text) => text.replace(/([。？])/g, "$1\n").trim();
 let steps = null; // the latest poem: {ids, logits: per step, first: the index of step 0 in ids}
 let openStep = null;
 
-function poemTokens(ids, first, marks = []) {
+// `rhymed`: {position in the text (ids[position + 1]): its rhyme class}, the rhyme characters
+// (checkRhyme), marked whether the poet wrote them or they were given.
+function poemTokens(ids, first, marks = [], rhymed = new Map()) {
   const parts = [];
   for (let i = 1; i < ids.length; i++) {
     const character = escapeHtml(model.meta.tokens[ids[i]]);
     const step = i - first;
     const forced = marks.includes(step);
+    const rhyme = rhymed.has(i - 1);
+    const rhymeNote = rhyme ? `, rhyme character (${rhymed.get(i - 1) ?? "no class"})` : "";
+    const classes = `poet-token${forced ? " forced" : ""}${rhyme ? " poet-rhyme" : ""}`;
     parts.push(
       i >= first
-        ? `<span class="poet-token${forced ? " forced" : ""}" data-step="${step}" ` +
+        ? `<span class="${classes}" data-step="${step}" ` +
             `data-id="${ids[i]}" tabindex="0" ` +
-            `role="button"${forced ? " data-forced" : ""} ` +
-            `aria-label="step ${step + 1}${forced ? " (forced)" : ""}: ${character}">` +
-            `${character}</span>`
-        : character,
+            `role="button"${forced ? " data-forced" : ""}${rhyme ? " data-rhyme" : ""} ` +
+            `aria-label="step ${step + 1}${forced ? " (forced)" : ""}: ${character}` +
+            `${rhymeNote}">${character}</span>`
+        : rhyme
+          ? `<span class="poet-rhyme" data-rhyme title="rhyme character">${character}</span>`
+          : character,
     );
     if ("。？".includes(model.meta.tokens[ids[i]]) && i < ids.length - 1) parts.push("\n");
   }
@@ -274,6 +329,7 @@ function forceCharacter(id) {
 // The controls set back to the poem's own settings (a forced poem goes on with them).
 function restoreSettings() {
   if (!written) return;
+  setStage(written.stage);
   element(written.acrostic ? "poet-acrostic" : "poet-continue").checked = true;
   element("poet-prompt").value = written.prompt;
   element("poet-temperature").value = String(written.temperature);
@@ -281,11 +337,43 @@ function restoreSettings() {
   element("poet-seed").value = String(written.seed);
 }
 
-function pythonCall({ prompt, acrostic, temperature, topP, seed }) {
+function pythonCall({ prompt, acrostic, temperature, topP, seed, stage }) {
   const args = [JSON.stringify(prompt.trim()), `temperature=${temperature}`, `top_p=${topP}`];
   args.push(`seed=${seed}`);
   if (acrostic) args.push("acrostic=True");
-  return `pretrained_poet().write(${args.join(", ")})`;
+  const loader = stage === "base" ? "pretrained_poet()" : `pretrained_poet(stage="${stage}")`;
+  return `${loader}.write(${args.join(", ")})`;
+}
+
+// Chapter 19's verdict on the written poem, in words (and in data-* for the browser test).
+function showVerdict(text) {
+  const verdict = checkRhyme(model.rhyme, text);
+  const { ends, classes, rhymes, repeated } = verdict;
+  const finals = model.meta.rhyme.finals;
+  const named = ends.map(({ character }, i) => `${character} (${classes[i] ?? "no class"})`);
+  let words;
+  if (ends.length < 2) {
+    words = "It does not rhyme: fewer than two even verses, nothing to rhyme.";
+  } else if (rhymes) {
+    const [name] = classes;
+    words = `It rhymes by chapter 19's rule: the rhyme characters (underlined: the last of ` +
+      `each even verse) ${ends.map(({ character }) => character).join(" ")} all fall in ${name} ` +
+      `(${finals[name].join(", ")}).`;
+  } else {
+    words = `It does not rhyme by chapter 19's rule: the rhyme characters (underlined: the ` +
+      `last of each even verse) fall in more than one class: ${named.join(", ")}.`;
+  }
+  if (ends.length >= 2) {
+    words += repeated.length
+      ? ` 重韵: ${repeated.join(", ")} closes more than one even verse.`
+      : " No rhyme character repeats.";
+  }
+  const box = element("poet-verdict");
+  box.textContent = words;
+  box.dataset.rhymes = String(rhymes);
+  box.dataset.repeats = String(verdict.repeats);
+  box.dataset.ends = ends.map(({ character }) => character).join("");
+  return new Map(ends.map(({ at }, i) => [at, classes[i]]));
 }
 
 // A poem written in the worker: {ids, text, logits (per step), computingMs} or {stopped, error};
@@ -294,7 +382,7 @@ function writeInWorker(chosen, prefix, onCharacter = null) {
   const options = { temperature: chosen.temperature, topP: chosen.topP, seed: chosen.seed,
     acrostic: chosen.acrostic, prefix };
   const logits = [];
-  return worker.request("write", { url: poetUrl, prompt: chosen.prompt, options },
+  return worker.request("write", { url: poetUrl(chosen.stage), prompt: chosen.prompt, options },
     ({ text, logits: stepLogits }) => {
       logits.push(stepLogits);
       onCharacter?.(text);
@@ -306,9 +394,13 @@ function writeInWorker(chosen, prefix, onCharacter = null) {
 // drops them); `keepStep`, a step to open once it is written.
 async function write({ animate = true, keepForce = false, keepStep = null } = {}) {
   if (!keepForce && keepStep === null) force = null;
-  await load();
-  if (!model) return;
-  const chosen = settings();
+  const number = ++writing; // an older poem, or an older load, stops here
+  element("poet-poem").dataset.done = "";
+  const stage = chosenStage();
+  const loaded = await load(stage); // downloaded the first time it is picked
+  if (!loaded || number !== writing) return;
+  model = loaded;
+  const chosen = { ...settings(), stage };
   const wrong = problem(chosen);
   const poem = element("poet-poem");
   if (wrong) {
@@ -320,12 +412,12 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
   }
   say("");
   element("poet-output").hidden = false;
-  const number = ++writing;
   poem.dataset.number = String(number);
   poem.dataset.done = "";
   const prepared = poem.hasAttribute("data-prepared");
   if (animate && !prepared) poem.textContent = "";
   element("poet-timing").textContent = "";
+  element("poet-other").hidden = true;
   closeDistribution();
   if (worker.busy) worker.cancel(); // an older poem still being written
   element("poet-stop").hidden = false;
@@ -367,7 +459,8 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
   const { ids, text, logits: stepLogits, computingMs: computing } = finished;
   const first = ids.length - stepLogits.length;
   poem.removeAttribute("data-prepared");
-  poem.innerHTML = poemTokens(ids, first, force?.marks ?? []);
+  poem.innerHTML = poemTokens(ids, first, force?.marks ?? [], showVerdict(text));
+  describe(loaded.meta);
   rovingTokens(poem, ".poet-token");
   steps = { ids, logits: stepLogits, first };
   poem.dataset.text = text;
@@ -407,6 +500,38 @@ async function write({ animate = true, keepForce = false, keepStep = null } = {}
     poem.querySelector(`.poet-token[data-step="${keepStep}"]`)?.focus({ preventScroll: true });
   }
   pending = null;
+  await showOther(chosen, number);
+}
+
+// The other poet's poem with the same settings, once the reader has picked that poet before
+// (nothing is downloaded for it): the two poems side by side, their rhyme characters marked.
+async function showOther(chosen, number) {
+  const box = element("poet-other");
+  const other = chosen.stage === "dpo" ? "base" : "dpo";
+  const loaded = loadings.has(other) ? await loadings.get(other) : null;
+  if (force || !loaded || number !== writing) {
+    if (number === writing) box.hidden = true;
+    return;
+  }
+  const result = await writeInWorker({ ...chosen, stage: other }, []);
+  if (number !== writing) return;
+  if (result.stopped) {
+    box.hidden = true;
+    return;
+  }
+  const verdict = checkRhyme(loaded.rhyme, result.text);
+  const marked = new Set(verdict.ends.map(({ at }) => at));
+  const poemHtml = [...result.text]
+    .map((c, i) => (marked.has(i) ? `<span class="poet-rhyme">${escapeHtml(c)}</span>`
+      : escapeHtml(c)))
+    .join("");
+  const label = loaded.meta.poets[other].label;
+  box.innerHTML = `${escapeHtml(label[0].toUpperCase() + label.slice(1))}, the same settings: ` +
+    `<span lang="zh">${poemHtml}</span> (it ${verdict.rhymes ? "rhymes" : "does not rhyme"}` +
+    `${verdict.repeats ? `; 重韵: ${escapeHtml(verdict.repeated.join(", "))}` : ""}).`;
+  box.dataset.text = result.text;
+  box.dataset.rhymes = String(verdict.rhymes);
+  box.hidden = false;
 }
 
 // Every attention map over the written poem (one pass without the cache, in the worker), kept
@@ -422,7 +547,7 @@ async function drawAttention() {
     let lens;
     try {
       ({ attention, scores, values, lens } = await worker.request("poemAttention",
-        { url: poetUrl, ids }));
+        { url: poetUrl(written.stage), ids }));
     } catch (error) {
       if (!(error instanceof Cancelled)) say(`could not compute the attention: ${error.message}`);
       return;
@@ -502,6 +627,10 @@ function start() {
     element(acrostic ? "poet-acrostic" : "poet-continue").checked = true;
     write();
   });
+  // Another poet writes with the same settings (it is downloaded the first time).
+  for (const id of ["poet-stage-base", "poet-stage-dpo"]) {
+    element(id).addEventListener("change", () => write());
+  }
   element("poet-query").addEventListener("change", () => {
     element("poet-query").dataset.touched = "1";
     saveState();
