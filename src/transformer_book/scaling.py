@@ -18,7 +18,6 @@ import torch
 from transformer_book.shipped import load_record
 from transformer_book.validation import check_positive_number
 
-
 SCALING_RECORD = "scaling_sweep.json"  # in weights/, by tools/train_scaling_sweep.py
 
 
