@@ -136,6 +136,11 @@ LAYOUT_PROBLEMS = """(checkCode) => {
       }
     });
   }
+  article.querySelectorAll(".cell_output table").forEach(table => {
+    if (table.scrollWidth > table.clientWidth + 1 && table.getAttribute("tabindex") !== "0") {
+      problems.push(`a table scrolls sideways but a keyboard cannot reach it (${table.scrollWidth} > ${table.clientWidth} px)`);
+    }
+  });
   article.querySelectorAll(".cell.tag_hide-input").forEach(cell => {
     const details = cell.querySelector("details.hide");
     if (!details || details.open) problems.push("a hide-input cell's code is not collapsed");
