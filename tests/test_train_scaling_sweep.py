@@ -245,7 +245,7 @@ def test_the_committed_record_holds_the_chapters_words():
 def test_the_second_seed_holds_the_chapters_words():
     """Chapter 18 on weights/scaling_sweep_seed1.json: the same grid; nearly the same loss law and
     prediction as seed 0's; its held-out run is the smaller neighbour of seed 0's, reads the poems more
-    often, and misses by more than 2% (and less than 3%)."""
+    often, and misses by more than 2% (and less than 3%), no closer than "no gain" would."""
     from transformer_book import scaling_record
 
     first, second = scaling_record(), scaling_record(seed=1)
@@ -254,3 +254,6 @@ def test_the_second_seed_holds_the_chapters_words():
     run, other = second["held_out_run"], first["held_out_run"]
     assert run["parameters"] < other["parameters"] and run["epochs"] > other["epochs"]
     assert 0.02 < run["loss"] / second["prediction"]["loss"] - 1 < 0.03
+    # "no closer than the yardstick": the largest budget's best loss, no gain at all
+    flat = second["fit"]["optima"][-1]["loss"]
+    assert abs(run["loss"] / flat - 1) <= abs(run["loss"] / second["prediction"]["loss"] - 1)
