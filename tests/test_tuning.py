@@ -14,6 +14,7 @@ from transformer_book import (
     FILLER,
     GPT,
     HELD_OUT_KEYWORDS,
+    KEYWORD_PLACES,
     OPEN,
     PAIR_SHARES,
     PREFIX,
@@ -97,8 +98,8 @@ def test_pairs_are_true_of_their_poems_and_never_ask_for_a_held_out_keyword():
         assert regular_form(poem) and follows(kind, argument, poem), (prompt, poem)
         assert kind == "verses" or not set(argument) & set(HELD_OUT_KEYWORDS)
         counts[kind] += 1
-        if kind == "keyword":  # drawn from the first verse, so that the poet learns to put it early
-            assert argument in VERSE.findall(poem)[0]
+        if kind == "keyword":  # the poem's first character, so that the poet learns to open with it
+            assert argument == poem[0]
     assert set(counts) == set(kinds.values())
     for kind, share in PAIR_SHARES.items():
         assert abs(counts[kind] / 600 - share) < 0.08, (kind, counts)
@@ -108,6 +109,27 @@ def test_pairs_are_true_of_their_poems_and_never_ask_for_a_held_out_keyword():
         instruction_pairs(["春眠不觉晓。"], 1)
     with pytest.raises(ValueError, match="shares must give each of"):
         instruction_pairs(poem_split("train")[:100], 1, shares={"keyword": 1.0})
+    with pytest.raises(ValueError, match="keyword_at must be one of .* got 'last'"):
+        instruction_pairs(poem_split("train")[:100], 1, keyword_at="last")
+
+
+@pytest.mark.parametrize("keyword_at", KEYWORD_PLACES)
+def test_a_keyword_sits_where_keyword_at_says(keyword_at):
+    only_keywords = {"keyword": 1.0, "acrostic": 0.0, "verses": 0.0}
+    pairs = instruction_pairs(
+        poem_split("train")[:2000], 400, seed=3, held_out=HELD_OUT_KEYWORDS, shares=only_keywords, keyword_at=keyword_at
+    )
+    where = collections.Counter()
+    for prompt, poem in pairs:
+        keyword, verses = prompt[-2], VERSE.findall(poem)
+        assert keyword in poem and keyword not in HELD_OUT_KEYWORDS + "，。？"
+        where["first" if keyword == poem[0] else "first verse" if keyword in verses[0] else "later"] += 1
+    if keyword_at == "first":
+        assert where == {"first": 400}
+    elif keyword_at == "first verse":  # one of the verse's five characters, the first among them
+        assert where["later"] == 0 and 40 < where["first"] < 160
+    else:  # any character of the poem: most are in a later verse
+        assert where["later"] > 200
 
 
 def test_the_prompt_is_masked_and_the_poem_kept():

@@ -3,6 +3,8 @@
     python tools/train_sft.py --arm full        # full fine-tuning, the prompt masked: the "sft" poet
     python tools/train_sft.py --arm unmasked    # the same with the prompt in the loss (record only)
     python tools/train_sft.py --arm lora        # LoRA of rank 8 on every linear layer: the adapters
+    python tools/train_sft.py --arm full_first_verse  # the keyword from the first verse (record only)
+    python tools/train_sft.py --arm full_anywhere     # the keyword from anywhere in the poem (record only)
     python tools/train_sft.py --arm full --check  # train that arm again; exit 1 unless identical
 
 The recipe is transformer_book.sft_poet (SFT_ARMS, SFT_PAIRS, PAIR_SHARES): seeded, on one CPU
@@ -134,7 +136,9 @@ def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arm", required=True, choices=["full", "unmasked", "lora"])
+    from transformer_book import SFT_ARMS
+
+    parser.add_argument("--arm", required=True, choices=sorted(SFT_ARMS))
     parser.add_argument("--check", action="store_true", help="train again and compare")
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)

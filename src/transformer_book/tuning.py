@@ -35,6 +35,7 @@ VERSE_WORDS = {4: "四", 8: "八"}
 TRAIN_KEYWORDS = "月春山风花"  # asked for in training (as are thousands of others)
 HELD_OUT_KEYWORDS = "雪酒鹤舟柳"  # never asked for in training, nor as an acrostic head
 PAIR_SHARES = {"keyword": 0.6, "acrostic": 0.25, "verses": 0.15}  # of the pairs
+KEYWORD_PLACES = ("first", "first verse", "anywhere")  # where a pair's keyword sits
 
 
 def instruction(kind: str, argument) -> str:
@@ -78,14 +79,21 @@ def follows(kind: str, argument, poem: str) -> bool:
 
 
 # %% book/19_instructions_and_lora.ipynb, cell 19
-def instruction_pairs(poems, count, seed=0, held_out="", shares=None):
+def instruction_pairs(
+    poems, count, seed=0, held_out="", shares=None, keyword_at="first"
+):
     """``count`` seeded (prompt, poem) pairs from regular poems, each poem asked for.
 
     Each pair asks a random regular poem for one thing it does, by the ``shares`` of
-    ``PAIR_SHARES``: a keyword (a character of its first verse, never one of
-    ``held_out``), an acrostic (a quatrain's heads, none in ``held_out``) or its
-    number of verses."""
+    ``PAIR_SHARES``: a keyword (never one of ``held_out``), an acrostic (a quatrain's
+    heads, none in ``held_out``) or its number of verses. ``keyword_at``, one of
+    ``KEYWORD_PLACES``: the keyword is the poem's first character ("first"), any
+    character of its first verse ("first verse") or of the poem ("anywhere")."""
     check_positive_int("count", count)
+    if keyword_at not in KEYWORD_PLACES:
+        raise ValueError(
+            f"keyword_at must be one of {KEYWORD_PLACES}; got {keyword_at!r}"
+        )
     shares = dict(PAIR_SHARES if shares is None else shares)
     if sorted(shares) != sorted(KINDS) or min(shares.values()) < 0:
         raise ValueError(f"shares must give each of {sorted(KINDS)} a share >= 0")
@@ -105,7 +113,9 @@ def instruction_pairs(poems, count, seed=0, held_out="", shares=None):
         poem = draw.choice(quatrains if kind == "acrostic" else regular)
         verses = VERSE.findall(poem)
         if kind == "keyword":
-            choices = sorted(set(verses[0]) - set("，。？") - set(held_out))
+            place = {"first": verses[0][0], "first verse": verses[0]}
+            pool = place.get(keyword_at, "".join(verses))
+            choices = sorted(set(pool) - set("，。？") - set(held_out))
             if choices:
                 pairs.append((instruction(kind, draw.choice(choices)), poem))
         elif kind == "acrostic":
@@ -236,12 +246,14 @@ from transformer_book.lora import LoRALinear, add_lora
 # How tools/train_sft.py teaches the shipped poet (each arm in at most 4 minutes on one
 # CPU thread): the pairs and each arm's settings.
 SFT_PAIRS = dict(count=20000, seed=0)  # with PAIR_SHARES
+_FULL = dict(steps=900, batch_size=16, lr=3e-3, seed=0, mask_prompt=True)
 SFT_ARMS = {
-    "full": dict(steps=900, batch_size=16, lr=3e-3, seed=0, mask_prompt=True),
-    "unmasked": dict(steps=900, batch_size=16, lr=3e-3, seed=0, mask_prompt=False),
-    "lora": dict(
-        steps=900, batch_size=16, lr=1e-2, seed=0, mask_prompt=True, rank=8, alpha=16
-    ),
+    "full": dict(_FULL, keyword_at="first"),
+    "unmasked": dict(_FULL, mask_prompt=False, keyword_at="first"),
+    "lora": dict(_FULL, lr=1e-2, keyword_at="first", rank=8, alpha=16),
+    # the keyword elsewhere in the poem (records only: where it sits matters)
+    "full_first_verse": dict(_FULL, keyword_at="first verse"),
+    "full_anywhere": dict(_FULL, keyword_at="anywhere"),
 }
 SFT_WEIGHTS = POET_STAGES["sft"]  # the "full" arm, in half precision
 LORA_ADAPTERS = "tang_poet_sft_lora.pt"  # the "lora" arm's A and B only
@@ -262,8 +274,8 @@ def sft_poet(arm: str, steps=None, device="cpu"):
     """Train one arm of ``SFT_ARMS`` from the shipped poet; return (Poet, losses).
 
     ``instructable_poet()``, fine-tuned on the ``SFT_PAIRS`` instruction pairs of the
-    training poems (no held-out keyword); the "lora" arm trains only adapters of rank
-    8 on every linear layer (left unmerged)."""
+    training poems (no held-out keyword, placed as the arm's ``keyword_at`` says); the
+    "lora" arm trains only adapters of rank 8 on every linear layer (left unmerged)."""
     if arm not in SFT_ARMS:
         raise ValueError(f"arm must be one of {sorted(SFT_ARMS)}; got {arm!r}")
     settings = dict(SFT_ARMS[arm])
@@ -271,7 +283,10 @@ def sft_poet(arm: str, steps=None, device="cpu"):
         settings["steps"] = steps
     rank, alpha = settings.pop("rank", None), settings.pop("alpha", None)
     pairs = instruction_pairs(
-        poem_split("train"), held_out=HELD_OUT_KEYWORDS, **SFT_PAIRS
+        poem_split("train"),
+        held_out=HELD_OUT_KEYWORDS,
+        keyword_at=settings.pop("keyword_at"),
+        **SFT_PAIRS,
     )
     poet = instructable_poet(device)
     torch.manual_seed(settings["seed"])
@@ -321,6 +336,7 @@ __all__ = [
     "CLOSE",
     "FILLER",
     "HELD_OUT_KEYWORDS",
+    "KEYWORD_PLACES",
     "KINDS",
     "LORA_ADAPTERS",
     "OPEN",
