@@ -42,6 +42,7 @@ from transformer_book import (
     pretrained_poet,
     prompt_batch,
     regular_form,
+    sft_record_name,
     shift_positions,
     train_sft,
 )
@@ -232,6 +233,16 @@ def test_stages_of_the_shipped_poet():
         pretrained_poet(stage="rlhf")
     tuned = pretrained_poet(stage="sft")
     assert len(tuned.vocab) == len(pretrained_poet().vocab) + 3
+
+
+@pytest.mark.parametrize("arm", ["full", "full_first_verse", "full_anywhere"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_other_training_seeds_are_recorded_with_their_seed(arm, seed):
+    record = load_record(sft_record_name(arm, seed))
+    assert record["arm"] == arm and record["training"] == {**SFT_ARMS[arm], "seed": seed}
+    assert record["pairs"] == load_record(sft_record_name(arm))["pairs"]  # the same pairs
+    assert record["losses"] != load_record(sft_record_name(arm))["losses"]  # other batches
+    assert sft_record_name(arm) == SFT_RECORD.format(arm=arm)
 
 
 @pytest.mark.parametrize("arm", sorted(SFT_ARMS))

@@ -5,11 +5,12 @@
     python tools/train_sft.py --arm lora        # LoRA of rank 8 on every linear layer: the adapters
     python tools/train_sft.py --arm full_first_verse  # the keyword from the first verse (record only)
     python tools/train_sft.py --arm full_anywhere     # the keyword from anywhere in the poem (record only)
+    python tools/train_sft.py --arm full --seed 1  # another training seed, the same pairs: its record only
     python tools/train_sft.py --arm full --check  # train that arm again; exit 1 unless identical
 
 The recipe is transformer_book.sft_poet (SFT_ARMS, SFT_PAIRS, PAIR_SHARES): seeded, on one CPU
 thread, from instructable_poet() (the base poet, its vocabulary extended, its position rows moved
-past the prompt). Each arm writes src/transformer_book/weights/tang_poet_sft_ARM.json: its
+past the prompt). Each arm writes src/transformer_book/weights/tang_poet_sft_ARM.json (ARM_seedN for seed N > 0): its
 settings, the loss of every step, the number of trained parameters and, measured on the poet as
 the package loads it, the share of poems (seeds 0-19 for each keyword, 0-9 for the verse counts
 and acrostics, T 0.8, top-p 0.9) that follow each kind of instruction and keep the regular form,
@@ -78,7 +79,7 @@ def measure(poet) -> dict:
     }
 
 
-def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
+def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0) -> dict:
     from throughput import StepMeter, gpt_step_cost
     from transformer_book import (
         GPT,
@@ -86,45 +87,46 @@ def train_and_write(arm: str, out: Path, steps: int | None = None) -> dict:
         PAIR_SHARES,
         SFT_ARMS,
         SFT_PAIRS,
-        SFT_RECORD,
         SFT_WEIGHTS,
         PoemVocabulary,
         adapters_of,
         instructable_poet,
         load_adapters,
         sft_poet,
+        sft_record_name,
         trainable_parameters,
     )
 
     torch.set_num_threads(1)
     started, cpu = time.perf_counter(), time.process_time()
     with StepMeter(GPT, gpt_step_cost(PoemVocabulary.specials.index("<pad>"))) as meter:
-        poet, losses = sft_poet(arm, steps=steps)
+        poet, losses = sft_poet(arm, steps=steps, seed=seed)
     minutes, cpu_minutes = (time.perf_counter() - started) / 60, (time.process_time() - cpu) / 60
     trained = trainable_parameters(poet.model)
     out.mkdir(parents=True, exist_ok=True)
     if arm == "lora":  # measured as lora_poet() loads it: the half-precision adapters
         adapters = {n: {k: t.half() for k, t in pair.items()} for n, pair in adapters_of(poet.model).items()}
-        (out / LORA_ADAPTERS).write_bytes(half_bytes(adapters))
+        if seed == 0:  # the shipped adapters; another seed writes its record only
+            (out / LORA_ADAPTERS).write_bytes(half_bytes(adapters))
         settings = SFT_ARMS["lora"]
         poet = load_adapters(instructable_poet(), adapters, settings["rank"], settings["alpha"])
     else:  # measured as pretrained_poet(stage="sft") loads it: in half precision
         weights = {name: t.detach().half() for name, t in poet.model.state_dict().items()}
-        if arm == "full":
+        if arm == "full" and seed == 0:  # the shipped "sft" poet
             config = {k: v for k, v in vars(poet.model.config).items() if k != "vocab_size"}
             stored = {"config": config, "characters": poet.vocab.tokens[3:], "weights": weights}
             (out / SFT_WEIGHTS).write_bytes(half_bytes(stored))
         poet.model.load_state_dict({name: t.float() for name, t in weights.items()})
     record = {
         "arm": arm,
-        "training": {**SFT_ARMS[arm], **({"steps": steps} if steps else {})},
+        "training": {**SFT_ARMS[arm], **({"steps": steps} if steps else {}), "seed": seed},
         "pairs": {**SFT_PAIRS, "shares": PAIR_SHARES},
         "trained_parameters": trained,
         "parameters": sum(p.numel() for n, p in poet.model.named_parameters() if "lora_" not in n),
         "losses": [round(loss, 5) for loss in losses],
         **measure(poet),
     }
-    (out / SFT_RECORD.format(arm=arm)).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    (out / sft_record_name(arm, seed)).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", "utf-8")
     return {
         "minutes": minutes,
         "cpu_minutes": cpu_minutes,
@@ -141,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", required=True, choices=sorted(SFT_ARMS))
     parser.add_argument("--check", action="store_true", help="train again and compare")
     parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    parser.add_argument("--seed", type=int, default=0, help="another training seed: its record only")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
 
@@ -152,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             + result["throughput"].line("training steps")
         )
 
-    return train_or_check(args.check, args.out, lambda out: train_and_write(args.arm, out, args.steps), summary)
+    return train_or_check(
+        args.check, args.out, lambda out: train_and_write(args.arm, out, args.steps, args.seed), summary
+    )
 
 
 if __name__ == "__main__":

@@ -270,17 +270,26 @@ def instructable_poet(device="cpu") -> Poet:
     )
 
 
-def sft_poet(arm: str, steps=None, device="cpu"):
+def sft_record_name(arm: str, seed: int = 0) -> str:
+    """The file of one run's record: the arm's ``SFT_RECORD`` for seed 0 (the run the
+    package ships), "ARM_seedN"'s for another training seed."""
+    return SFT_RECORD.format(arm=arm if seed == 0 else f"{arm}_seed{seed}")
+
+
+def sft_poet(arm: str, steps=None, device="cpu", seed=None):
     """Train one arm of ``SFT_ARMS`` from the shipped poet; return (Poet, losses).
 
     ``instructable_poet()``, fine-tuned on the ``SFT_PAIRS`` instruction pairs of the
     training poems (no held-out keyword, placed as the arm's ``keyword_at`` says); the
-    "lora" arm trains only adapters of rank 8 on every linear layer (left unmerged)."""
+    "lora" arm trains only adapters of rank 8 on every linear layer (left unmerged).
+    ``seed``: another training seed (the batches, LoRA's A), the same pairs."""
     if arm not in SFT_ARMS:
         raise ValueError(f"arm must be one of {sorted(SFT_ARMS)}; got {arm!r}")
     settings = dict(SFT_ARMS[arm])
     if steps is not None:
         settings["steps"] = steps
+    if seed is not None:
+        settings["seed"] = seed
     rank, alpha = settings.pop("rank", None), settings.pop("alpha", None)
     pairs = instruction_pairs(
         poem_split("train"),
@@ -360,6 +369,7 @@ __all__ = [
     "lora_poet",
     "prompt_batch",
     "sft_poet",
+    "sft_record_name",
     "shift_positions",
     "train_sft",
 ]
