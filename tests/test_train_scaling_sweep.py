@@ -46,11 +46,25 @@ def test_the_fit_recovers_a_known_law():
             n = best_n * factor
             runs.append({"budget": budget, "parameters": n, "loss": best_loss + 0.1 * math.log(factor) ** 2})
     law = transformer_book.isoflop_fit(runs)
+    assert law["size"] == "parameters"
     assert law["loss_law"]["b"] == pytest.approx(0.05, rel=1e-6)
     assert law["size_law"]["e"] == pytest.approx(0.5, rel=1e-6)
     predicted = transformer_book.predict_at(law, 3e13)
     assert predicted["loss"] == pytest.approx(optimum(3e13)[1], rel=1e-6)
     assert predicted["parameters"] == pytest.approx(optimum(3e13)[0], rel=1e-6)
+
+
+def test_the_size_leaves_out_the_embedding_tables():
+    config = sweep.config_of((64, 2), 5000)
+    model = transformer_book.GPT(config)
+    total = sum(p.numel() for p in model.parameters())  # the output layer is the token table, tied
+    assert transformer_book.non_embedding_parameters(model) == total - (5000 + config.max_len) * 64
+    assert sweep.size_of(config) == transformer_book.non_embedding_parameters(model)
+    with pytest.raises(TypeError, match="model must be an nn.Module; got dict"):
+        transformer_book.non_embedding_parameters({})
+    run = {"budget": 1e12, "parameters": 1e5, "loss": 3.0}
+    with pytest.raises(ValueError, match="every run needs its size 'non_embedding_parameters'"):
+        transformer_book.isoflop_fit([run], size=transformer_book.SIZE)
 
 
 def test_one_budget_is_no_law():
@@ -102,6 +116,13 @@ def test_a_toy_sweep_writes_its_record_and_checks_it(toy, tmp_path, capsys):
     moved = dict(record, held_out_run=dict(record["held_out_run"], d_model=160))  # a size no fit picks
     (tmp_path / sweep.record_name()).write_text(json.dumps(moved), encoding="utf-8")
     assert sweep.main(["--out", str(tmp_path), "--refit"]) == 1
+    assert "--train-held-out trains it" in capsys.readouterr().err
+    assert sweep.main(["--out", str(tmp_path), "--refit", "--train-held-out", "--device", "cpu"]) == 0
+    trained = json.loads((tmp_path / sweep.record_name()).read_text(encoding="utf-8"))
+    superseded = trained["superseded_held_out_run"]
+    assert superseded["d_model"] == 160 and superseded["chosen_by"] == trained["fit"]["size"]
+    same = ("d_model", "layers", "steps", "loss")  # the fit's size, trained again: the same run
+    assert {k: trained["held_out_run"][k] for k in same} == {k: record["held_out_run"][k] for k in same}
     (tmp_path / sweep.record_name()).write_text(written, encoding="utf-8")
     check = ["--device", "cpu", "--out", str(tmp_path), "--check"]
     assert sweep.main(check) == 0  # the same CPU and thread: the same bits
@@ -214,11 +235,12 @@ def test_a_vertex_outside_the_sizes_is_not_taken():
 
 
 def test_the_committed_record_holds_the_chapters_words():
-    """Chapter 18 on weights/scaling_sweep.json: the tool's defaults made it; the two larger budgets
-    have their vertex inside the sizes and it grows with the budget; the held-out run is the size
-    nearest the fit's, reads the poems fewer than four times, and lands within 2% of the prediction,
-    far closer than "no gain" (the largest budget's best loss); the record's fit is the package's."""
-    from transformer_book import PoemVocabulary, isoflop_fit, poem_split, predict_at, scaling_record
+    """Chapter 18 on weights/scaling_sweep.json: the tool's defaults made it; every budget has its
+    vertex inside the sizes (counted without the embedding tables) and it grows with the budget; the
+    held-out run is the size nearest the fit's, reads the poems fewer than four times, and lands within
+    2% of the prediction, far closer than "no gain" (the largest budget's best loss); the record's fit
+    is the package's."""
+    from transformer_book import SIZE, PoemVocabulary, isoflop_fit, poem_split, predict_at, scaling_record
 
     record = scaling_record()
     settings = record["settings"]
@@ -226,12 +248,13 @@ def test_the_committed_record_holds_the_chapters_words():
     assert [tuple(size) for size in settings["sizes"]] == list(sweep.SIZES)
     assert settings["batch_size"] == sweep.BATCH_SIZE and len(record["runs"]) == 18
     law = record["fit"]  # the package's fit again, to rounding (least squares on another CPU)
-    again = isoflop_fit(record["runs"])
+    assert law["size"] == SIZE
+    again = isoflop_fit(record["runs"], size=SIZE)
     assert [o["method"] for o in again["optima"]] == [o["method"] for o in law["optima"]]
     assert again["loss_law"] == pytest.approx(law["loss_law"], rel=1e-9)
     assert again["size_law"] == pytest.approx(law["size_law"], rel=1e-9)
     optima = law["optima"]
-    assert [optimum["method"] for optimum in optima[1:]] == ["parabola", "parabola"]
+    assert [optimum["method"] for optimum in optima] == ["parabola"] * 3
     assert optima[0]["parameters"] < optima[1]["parameters"] < optima[2]["parameters"]
     prediction, run = record["prediction"], record["held_out_run"]
     assert prediction == pytest.approx(predict_at(law, settings["held_out_budget"]), rel=1e-12)
@@ -244,16 +267,21 @@ def test_the_committed_record_holds_the_chapters_words():
 
 def test_the_second_seed_holds_the_chapters_words():
     """Chapter 18 on weights/scaling_sweep_seed1.json: the same grid; nearly the same loss law and
-    prediction as seed 0's; its held-out run is the smaller neighbour of seed 0's, reads the poems more
-    often, and misses by more than 2% (and less than 3%), no closer than "no gain" would."""
+    prediction as seed 0's; its held-out run is the same size as seed 0's and lands within 2% (far
+    closer than "no gain"); the run the first fit (all parameters) named was the smaller neighbour,
+    read the poems more often, and missed by more than 2% (and less than 3%), no closer than "no gain"."""
     from transformer_book import scaling_record
 
     first, second = scaling_record(), scaling_record(seed=1)
     assert second["settings"] == {**first["settings"], "seed": 1}
     assert abs(second["prediction"]["loss"] / first["prediction"]["loss"] - 1) < 0.001
     run, other = second["held_out_run"], first["held_out_run"]
-    assert run["parameters"] < other["parameters"] and run["epochs"] > other["epochs"]
-    assert 0.02 < run["loss"] / second["prediction"]["loss"] - 1 < 0.03
-    # "no closer than the yardstick": the largest budget's best loss, no gain at all
-    flat = second["fit"]["optima"][-1]["loss"]
-    assert abs(run["loss"] / flat - 1) <= abs(run["loss"] / second["prediction"]["loss"] - 1)
+    assert (run["d_model"], run["layers"]) == (other["d_model"], other["layers"]) == (64, 2)
+    assert abs(run["loss"] / second["prediction"]["loss"] - 1) < 0.02
+    flat = second["fit"]["optima"][-1]["loss"]  # the yardstick: the largest budget's best loss
+    assert abs(run["loss"] / flat - 1) > 2 * abs(run["loss"] / second["prediction"]["loss"] - 1)
+    earlier = second["superseded_held_out_run"]
+    assert earlier["chosen_by"] == "parameters" and (earlier["d_model"], earlier["layers"]) == (64, 1)
+    assert earlier["parameters"] < run["parameters"] and earlier["epochs"] > run["epochs"]
+    assert 0.02 < earlier["loss"] / second["prediction"]["loss"] - 1 < 0.03
+    assert abs(earlier["loss"] / flat - 1) <= abs(earlier["loss"] / second["prediction"]["loss"] - 1)

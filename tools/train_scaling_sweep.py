@@ -4,6 +4,7 @@
     python tools/train_scaling_sweep.py --device cpu  # the committed record: every arm, the fit, the held-out run
     python tools/train_scaling_sweep.py --device cpu --seed 1  # another seed: scaling_sweep_seed1.json
     python tools/train_scaling_sweep.py --refit      # fit the recorded runs again (after a change to the fit)
+    python tools/train_scaling_sweep.py --refit --seed 1 --train-held-out  # and train the run a new fit names
     python tools/train_scaling_sweep.py --device cuda        # the same on a GPU
     python tools/train_scaling_sweep.py --device cpu --check  # retrain one recorded arm and compare
     python tools/train_scaling_sweep.py --budgets 1e9 3e9 --held-out-budget 1e10 --sizes 32x1 64x1 --out DIR
@@ -35,7 +36,9 @@ with chapter 18's ``flops_per_token`` (the batches are drawn here as ``train_lm`
 an arm takes the fewest steps whose FLOPs reach the budget. Each arm is scored by its mean
 cross-entropy per token on the held-out poems (``poem_losses``).
 
-The fit (chapter 18's ``isoflop_fit``, with ``predict_at``): at each budget a parabola of the held-out loss against log(parameters) gives the
+The fit (chapter 18's ``isoflop_fit``, with ``predict_at``): at each budget a parabola of the held-out
+loss against log(size), the size counted without the embedding tables (chapter 18's ``SIZE``, as Kaplan
+et al. 2020 count N: the poet's vocabulary makes the tables most of a small model), gives the
 compute-optimal size and its loss (the IsoFLOP method, Hoffmann et al. 2022, approach 2); a line
 through log(optimal loss) against log(budget) is the law L(C) = a · C^(−b), and a line through
 log(optimal parameters) against log(budget) gives N_opt(C). The law then predicts the loss at
@@ -93,6 +96,14 @@ def parameters_of(config) -> int:
     return sum(p.numel() for p in GPT(config).parameters())
 
 
+def size_of(config) -> int:
+    """The model's size as the fit reads it (chapter 18's ``SIZE``): its parameters outside the
+    embedding tables, as Kaplan et al. count N."""
+    from transformer_book import GPT, non_embedding_parameters
+
+    return non_embedding_parameters(GPT(config))
+
+
 def steps_for(budget: float, config, poems, vocab, seed: int = SEED) -> tuple[int, int, int]:
     """The fewest steps whose FLOPs reach ``budget``, drawing the batches as ``train_lm`` does:
     (steps, their FLOPs, the real tokens they read)."""
@@ -133,6 +144,7 @@ def plan(poems, vocab, budgets=BUDGETS, sizes=SIZES, seed: int = SEED) -> list[d
                     "d_model": size[0],
                     "layers": size[1],
                     "parameters": parameters,
+                    "non_embedding_parameters": size_of(config),
                     "steps": steps,
                     "flops": flops,
                     "tokens": tokens,
@@ -236,34 +248,61 @@ def check(out: Path, device: torch.device, poems, held_out, vocab, seed: int = S
 
 
 def nearest_size(sizes, vocab_size: int, parameters: float) -> tuple[int, int]:
-    """The size of ``sizes`` whose parameter count is nearest ``parameters`` in log: the held-out run's."""
-    return min(sizes, key=lambda s: abs(math.log(parameters_of(config_of(s, vocab_size)) / parameters)))
+    """The size of ``sizes`` whose count of non-embedding parameters (the fit's ``SIZE``) is nearest
+    ``parameters`` in log: the held-out run's."""
+    return min(sizes, key=lambda s: abs(math.log(size_of(config_of(s, vocab_size)) / parameters)))
 
 
-def refit(out: Path, seed: int = SEED) -> int:
+def refit(out: Path, seed: int = SEED, train: bool = False, device: str = "cpu") -> int:
     """Fit the recorded runs again with the package's ``isoflop_fit`` (after a change to the fit) and
-    rewrite the record's ``fit`` and ``prediction``; refused if the new prediction would have chosen
-    another size for the held-out run than the one trained."""
-    from transformer_book import PoemVocabulary, isoflop_fit, poem_split, predict_at
+    rewrite the record's ``fit`` and ``prediction``. If the new prediction names another size for the
+    held-out run than the one trained, refused; with ``train``, that size is trained now (after the
+    fit, as the sweep trains it) and the earlier run is kept as ``superseded_held_out_run``, with the
+    size measure that chose it."""
+    from transformer_book import SIZE, PoemVocabulary, isoflop_fit, poem_split, predict_at
 
     path = out / record_name(seed)
     record = json.loads(path.read_text(encoding="utf-8"))
-    law = isoflop_fit(record["runs"])
+    vocab_size = len(PoemVocabulary.from_poems(poem_split("train")))
+
+    def with_size(run: dict) -> dict:  # records before the fit read this size lack it
+        return dict(run, non_embedding_parameters=size_of(config_of((run["d_model"], run["layers"]), vocab_size)))
+
+    runs = [with_size(run) for run in record["runs"]]
+    law = isoflop_fit(runs, size=SIZE)
     # the budget the held-out run trained at (records before 2026-11-28 wrote the default here)
     settings = dict(record["settings"], held_out_budget=record["held_out_run"]["budget"])
     prediction = predict_at(law, settings["held_out_budget"])
-    vocab_size = len(PoemVocabulary.from_poems(poem_split("train")))
     sizes = [tuple(size) for size in record["settings"]["sizes"]]
     size = nearest_size(sizes, vocab_size, prediction["parameters"])
-    trained = (record["held_out_run"]["d_model"], record["held_out_run"]["layers"])
+    held_out_run = with_size(record["held_out_run"])
+    trained = (held_out_run["d_model"], held_out_run["layers"])
+    extra = {}
     if size != trained:
-        print(
-            f"--refit: the new fit would train {size}, the record trained {trained}; rerun the sweep", file=sys.stderr
-        )
-        return 1
-    write(dict(record, settings=settings, fit=law, prediction=prediction), out)
-    error = record["held_out_run"]["loss"] / prediction["loss"] - 1
-    print(f"--refit: predicted {prediction['loss']:.4f}, trained {record['held_out_run']['loss']:.4f} ({error:+.2%})")
+        if not train:
+            print(
+                f"--refit: the new fit would train {size}, the record trained {trained}; --train-held-out trains it",
+                file=sys.stderr,
+            )
+            return 1
+        from speed_ladder import device_from, machine
+
+        where = device_from(device)
+        torch.set_num_threads(1)
+        poems, held_out = poem_split("train"), poem_split("held-out")
+        vocab = PoemVocabulary.from_poems(poems)
+        (run,) = plan(poems, vocab, budgets=(settings["held_out_budget"],), sizes=(size,), seed=seed)
+        facts = machine(where, bf16=False)
+        loss, seconds = train_arm(run, poems, held_out, vocab, where, seed)
+        chosen_by = (record["fit"] or {}).get("size", "parameters")
+        extra = {"superseded_held_out_run": dict(held_out_run, chosen_by=chosen_by)}
+        held_out_run = dict(run, loss=round(loss, 4), **timing(run, seconds, facts))
+    write(
+        dict(record, runs=runs, settings=settings, fit=law, prediction=prediction, held_out_run=held_out_run, **extra),
+        out,
+    )
+    error = held_out_run["loss"] / prediction["loss"] - 1
+    print(f"--refit: predicted {prediction['loss']:.4f}, trained {held_out_run['loss']:.4f} ({error:+.2%})")
     return 0
 
 
@@ -287,14 +326,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-budget", type=float, default=HELD_OUT_BUDGET)
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=list(SIZES), help="d_modelxlayers")
     parser.add_argument("--refit", action="store_true", help="fit the recorded runs again; train nothing")
+    parser.add_argument(
+        "--train-held-out", action="store_true", help="with --refit: train the held-out run the new fit names"
+    )
     parser.add_argument("--seed", type=int, default=SEED, help="initialisation and batches (0: chapter 18's record)")
     args = parser.parse_args(argv)
     if args.seed < 0:
         parser.error(f"--seed must be 0 or more; got {args.seed}")
     if args.refit:
-        return refit(args.out, args.seed)
+        return refit(args.out, args.seed, args.train_held_out, args.device)
     from speed_ladder import device_from, machine
-    from transformer_book import isoflop_fit, predict_at, synchronize
+    from transformer_book import SIZE, isoflop_fit, predict_at, synchronize
 
     device = device_from(args.device)
     torch.set_num_threads(1)
@@ -343,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             record_of(facts, runs, args.budgets, args.sizes, held_out_budget=args.held_out_budget, seed=args.seed),
             args.out,
         )  # so far, in case it stops
-    law = isoflop_fit(runs)
+    law = isoflop_fit(runs, size=SIZE)
     prediction = predict_at(law, args.held_out_budget)
     size = nearest_size(args.sizes, len(vocab), prediction["parameters"])
     (run,) = plan(poems, vocab, budgets=(args.held_out_budget,), sizes=(size,), seed=args.seed)

@@ -14,11 +14,23 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
 from transformer_book.shipped import load_record
 from transformer_book.validation import check_positive_number
 
 SCALING_RECORD = "scaling_sweep.json"  # in weights/, by tools/train_scaling_sweep.py
+SIZE = "non_embedding_parameters"  # the size the fit reads from a run (Kaplan)
+
+
+def non_embedding_parameters(model: nn.Module) -> int:
+    """The parameters of ``model`` outside its embedding tables (every ``nn.Embedding``:
+    the tokens, tied to the output layer, and learned positions): the size ``N`` of
+    Kaplan et al. (2020), who found the loss follows it more cleanly than the total."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
+    tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in tables)
 
 
 def scaling_record_name(seed: int = 0) -> str:
@@ -57,23 +69,27 @@ def parabola_minimum(xs, ys) -> tuple[float, float]:
     return -b / (2 * a), c - b * b / (4 * a)
 
 
-def isoflop_fit(runs: list[dict]) -> dict:
+def isoflop_fit(runs: list[dict], size: str = "parameters") -> dict:
     """The IsoFLOP fit (Hoffmann et al. 2022, approach 2) of ``runs``, each a dict
-    with ``budget`` (training FLOPs), ``parameters`` and ``loss``: at each budget the
-    vertex of a parabola of the loss against log(parameters) where it has a minimum
-    inside the sizes run; else the lowest run, which ``method`` says (a parabola's
-    vertex outside the sizes is an extrapolation, and can be anything). Then
-    L(C) = a · C^(-b) through the optima's losses and N_opt(C) = k · C^e through their
-    sizes, lines in log-log."""
+    with ``budget`` (training FLOPs), ``loss`` and the run's size under the key
+    ``size`` (all ``"parameters"``, or ``SIZE``: the optima's ``parameters`` are
+    then that count): at each budget the vertex of a parabola of the loss against
+    log(size) where it has a minimum inside the sizes run; else the lowest run, which
+    ``method`` says (a parabola's vertex outside the sizes is an extrapolation, and
+    can be anything). Then L(C) = a · C^(-b) through the optima's losses and
+    N_opt(C) = k · C^e through their sizes, lines in log-log."""
+    unsized = [run for run in runs if size not in run]
+    if unsized:
+        raise ValueError(f"every run needs its size {size!r}; got {unsized[0]}")
     budgets = sorted({run["budget"] for run in runs})
     if len(budgets) < 2:
         raise ValueError(f"a law needs at least two budgets; got {budgets}")
     optima = []
     for budget in budgets:
         arms = [run for run in runs if run["budget"] == budget]
-        log_sizes = [math.log(run["parameters"]) for run in arms]
+        log_sizes = [math.log(run[size]) for run in arms]
         best = min(arms, key=lambda run: run["loss"])
-        log_n, loss = math.log(best["parameters"]), best["loss"]
+        log_n, loss = math.log(best[size]), best["loss"]
         method = "the lowest run (no parabola minimum)"
         try:
             vertex = parabola_minimum(log_sizes, [run["loss"] for run in arms])
@@ -83,14 +99,15 @@ def isoflop_fit(runs: list[dict]) -> dict:
                 method = "the lowest run (the parabola's minimum is outside the sizes)"
         except ValueError:  # fewer than 3 sizes, or no minimum: the lowest run stands
             pass
-        size = math.exp(log_n)
+        n = math.exp(log_n)
         optima.append(
-            {"budget": budget, "parameters": size, "loss": loss, "method": method}
+            {"budget": budget, "parameters": n, "loss": loss, "method": method}
         )
     log_c = [math.log(optimum["budget"]) for optimum in optima]
     b, log_a = least_squares(log_c, [math.log(o["loss"]) for o in optima], 1)
     e, log_k = least_squares(log_c, [math.log(o["parameters"]) for o in optima], 1)
     return {
+        "size": size,  # what the optima's and N_opt's parameters count
         "optima": optima,
         "loss_law": {"a": math.exp(log_a), "b": -b},  # L(C) = a · C^(-b)
         "size_law": {"k": math.exp(log_k), "e": e},  # N_opt(C) = k · C^e
@@ -109,8 +126,10 @@ def predict_at(law: dict, budget: float) -> dict:
 # %% the names this module exports (generated)
 __all__ = [
     "SCALING_RECORD",
+    "SIZE",
     "isoflop_fit",
     "least_squares",
+    "non_embedding_parameters",
     "parabola_minimum",
     "predict_at",
     "scaling_record",
