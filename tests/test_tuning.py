@@ -235,7 +235,7 @@ def test_stages_of_the_shipped_poet():
     assert len(tuned.vocab) == len(pretrained_poet().vocab) + 3
 
 
-@pytest.mark.parametrize("arm", ["full", "full_first_verse", "full_anywhere"])
+@pytest.mark.parametrize("arm", ["full", "unmasked", "lora", "full_first_verse", "full_anywhere"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_other_training_seeds_are_recorded_with_their_seed(arm, seed):
     record = load_record(sft_record_name(arm, seed))
