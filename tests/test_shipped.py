@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_book import load_record, load_weights, shipped_file
+from transformer_book import load_record, load_weights, seeded_name, shipped_file
 
 
 def test_it_reads_weights_records_and_data():
@@ -29,3 +29,11 @@ def test_bad_names_are_refused_by_name():
         shipped_file("src", "x")
     with pytest.raises(FileNotFoundError, match="the package ships no weights/nothing.pt"):
         load_weights("nothing.pt")
+
+
+def test_another_seeds_run_has_its_own_file():
+    assert seeded_name("scaling_sweep.json") == "scaling_sweep.json"
+    assert seeded_name("tang_poet_sft_full.json", 2) == "tang_poet_sft_full_seed2.json"
+    for wrong in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=f"seed must be an int, 0 or more; got {wrong!r}"):
+            seeded_name("a.json", wrong)

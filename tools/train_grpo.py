@@ -173,8 +173,8 @@ def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0
         PREFERENCE_ARMS,
         PREFERENCE_RECORD,
         PREFERENCE_WEIGHTS,
-        preference_stem,
         pretrained_poet,
+        seeded_name,
         tuned_poet,
     )
 
@@ -202,7 +202,7 @@ def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0
         "base": measure(pretrained_poet(where), known),
     }
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-    (out / PREFERENCE_RECORD.format(arm=preference_stem(arm, seed))).write_text(text, "utf-8")
+    (out / seeded_name(PREFERENCE_RECORD.format(arm=arm), seed)).write_text(text, "utf-8")
     return {"minutes": minutes, "cpu_minutes": cpu_minutes, **record}
 
 

@@ -28,7 +28,7 @@ from transformer_book.preference import (
     train_dpo,
 )
 from transformer_book.rhyme import repeats_rhyme
-from transformer_book.shipped import load_record
+from transformer_book.shipped import load_record, seeded_name
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int
 
@@ -257,16 +257,10 @@ PREFERENCE_RECORD = "tang_poet_{arm}.json"
 POET_STAGES.update({arm: PREFERENCE_WEIGHTS.format(arm=arm) for arm in ("dpo", "grpo")})
 
 
-def preference_stem(arm: str, seed: int = 0) -> str:
-    """The name of one run's files: the arm for seed 0 (the one the package ships),
-    else the arm and its seed ("dpo_seed1")."""
-    return arm if seed == 0 else f"{arm}_seed{seed}"
-
-
 def preference_record(arm: str, seed: int = 0) -> dict:
     """What tools/train_grpo.py recorded of one run: its settings, the history of
     every step, and the measures of the tuned poet and of the base poet."""
-    return load_record(PREFERENCE_RECORD.format(arm=preference_stem(arm, seed)))
+    return load_record(seeded_name(PREFERENCE_RECORD.format(arm=arm), seed))
 
 
 def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
@@ -304,7 +298,6 @@ __all__ = [
     "grpo_loss",
     "grpo_round",
     "preference_record",
-    "preference_stem",
     "train_grpo",
     "tuned_poet",
 ]

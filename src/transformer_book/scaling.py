@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from transformer_book.shipped import load_record
+from transformer_book.shipped import load_record, seeded_name
 from transformer_book.validation import check_positive_number
 
 SCALING_RECORD = "scaling_sweep.json"  # in weights/, by tools/train_scaling_sweep.py
@@ -35,9 +35,7 @@ def non_embedding_parameters(model: nn.Module) -> int:
 
 def scaling_record_name(seed: int = 0) -> str:
     """The record's file: ``SCALING_RECORD`` for seed 0, else with the seed."""
-    if seed == 0:
-        return SCALING_RECORD
-    return SCALING_RECORD.replace(".json", f"_seed{seed}.json")
+    return seeded_name(SCALING_RECORD, seed)
 
 
 def scaling_record(seed: int = 0) -> dict:

@@ -42,6 +42,17 @@ def load_record(name: str) -> dict:
     return json.loads(shipped_file("weights", name).read_text(encoding="utf-8"))
 
 
+def seeded_name(name: str, seed: int = 0) -> str:
+    """The file of a run trained with another ``seed``: ``name`` for seed 0 (the run
+    the package ships), else "_seedN" before its extension (a record: its own file)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an int, 0 or more; got {seed!r}")
+    if seed == 0:
+        return name
+    stem, dot, extension = name.rpartition(".")
+    return f"{stem}_seed{seed}{dot}{extension}"
+
+
 # %% book/09_full_transformer.ipynb, cell 53
 def training_spread(run: str, figure: str) -> tuple[float, float, int]:
     """Look up the recorded spread of one figure of a chapter's training.
@@ -90,6 +101,7 @@ __all__ = [
     "load_record",
     "load_weights",
     "read_lines",
+    "seeded_name",
     "shipped_file",
     "training_spread",
 ]

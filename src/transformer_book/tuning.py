@@ -24,7 +24,7 @@ from transformer_book.poet import (
     pretrained_poet,
     regular_form,
 )
-from transformer_book.shipped import load_weights
+from transformer_book.shipped import load_weights, seeded_name
 from transformer_book.training import training_steps
 from transformer_book.validation import check_positive_int
 
@@ -273,7 +273,7 @@ def instructable_poet(device="cpu") -> Poet:
 def sft_record_name(arm: str, seed: int = 0) -> str:
     """The file of one run's record: the arm's ``SFT_RECORD`` for seed 0 (the run the
     package ships), "ARM_seedN"'s for another training seed."""
-    return SFT_RECORD.format(arm=arm if seed == 0 else f"{arm}_seed{seed}")
+    return seeded_name(SFT_RECORD.format(arm=arm), seed)
 
 
 def sft_poet(arm: str, steps=None, device="cpu", seed=None):
