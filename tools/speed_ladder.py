@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from notebooks import REPO_ROOT
 
@@ -61,9 +62,25 @@ EVAL_POEMS = 256  # held-out poems that score every arm after its steps
 LOSS_TOLERANCE = 0.05  # nats of held-out loss: a rung's loss check (see the docstring)
 # What an arm is: these settings, the baseline's first.
 BASELINE = {
-    "cpu": dict(tf32=False, bf16=False, attention="fused", adamw="loop", compile=False, batch=BATCH_SIZE, threads=1),
+    "cpu": dict(
+        tf32=False,
+        bf16=False,
+        attention="fused",
+        adamw="loop",
+        compile=False,
+        batch=BATCH_SIZE,
+        threads=1,
+        loss="logits",
+    ),
     "cuda": dict(
-        tf32=False, bf16=False, attention="explicit", adamw="loop", compile=False, batch=BATCH_SIZE, threads=1
+        tf32=False,
+        bf16=False,
+        attention="explicit",
+        adamw="loop",
+        compile=False,
+        batch=BATCH_SIZE,
+        threads=1,
+        loss="logits",
     ),
 }
 # name: (what the rung changes, the change). The CPU's rungs each change the baseline once.
@@ -75,6 +92,18 @@ CPU_RUNGS = {
         {"attention": "explicit"},
     ),
     "bf16": ("torch.autocast(bfloat16) around the forward pass and the loss", {"bf16": True}),
+    "bf16_math_attention": (
+        "bfloat16 autocast with PyTorch's math attention kernel (sdpa_kernel(SDPBackend.MATH))",
+        {"bf16": True, "attention": "math"},
+    ),
+    "chunked_loss": (
+        "chapter 18's lm_loss: the hidden states sliced before the head, the head and the loss chunked",
+        {"loss": "chunked"},
+    ),
+    "bf16_chunked_loss": (
+        "lm_loss(precision='bf16'): bfloat16 autocast, the math attention kernel, the chunked head and loss",
+        {"loss": "chunked", "bf16": True, "attention": "math"},
+    ),
     "compile": ("torch.compile(model, dynamic=False), the batches padded to max_len", {"compile": True}),
     "threads2": ("torch.set_num_threads(2) for the rung (the baseline keeps 1)", {"threads": 2}),
     "batch128": ("128 poems a step (tokens/s compared, not step time)", {"batch": 2 * BATCH_SIZE}),
@@ -156,7 +185,15 @@ def machine(device: torch.device, bf16: bool = True) -> dict:
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
         "peak_flops": peaks,
         "datasheet": DATASHEET if is_h100_sxm(name) else None,
+        "date": time.strftime("%Y-%m-%d"),
     }
+    if device.type == "cpu":  # the instructions that decide the bfloat16 rungs
+        probes = {"avx512": "_is_avx512_supported", "avx512_bf16": "_is_avx512_bf16_supported"}
+        probes["amx"] = "_is_amx_tile_supported"
+        facts["cpu_instructions"] = {
+            name: bool(getattr(torch.cpu, probe, lambda: False)()) for name, probe in probes.items()
+        }
+        facts["kernels"] = torch.backends.cpu.get_cpu_capability()  # ATen's vector kernels
     if device.type == "cuda":
         facts["cuda"] = torch.version.cuda
     return facts
@@ -207,12 +244,15 @@ class Arm:
         self.error = None
 
     def context(self):
+        stack = contextlib.ExitStack()
         if self.settings["bf16"]:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+            stack.enter_context(torch.autocast(self.device.type, dtype=torch.bfloat16))
+        if self.settings["attention"] == "math":
+            stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+        return stack
 
     def step(self, tokens, pad_id: int, config) -> None:
-        from transformer_book import causal_lm_loss, flops_per_token, synchronize
+        from transformer_book import causal_lm_loss, flops_per_token, lm_loss, synchronize
 
         if self.pad_to is not None:
             tokens = torch.nn.functional.pad(tokens, (0, self.pad_to - tokens.size(1)), value=pad_id)
@@ -224,8 +264,11 @@ class Arm:
             synchronize(self.device)
             started = time.perf_counter()
             self.optimizer.zero_grad()
-            with self.context():
-                loss = causal_lm_loss(self.runner(tokens, need_weights=need_weights), tokens, pad_id)
+            if self.settings["loss"] == "chunked":  # lm_loss sets its own precision and kernel
+                loss = lm_loss(pad_id, precision=precision_of(self.settings))(self.runner, tokens)
+            else:
+                with self.context():
+                    loss = causal_lm_loss(self.runner(tokens, need_weights=need_weights), tokens, pad_id)
             loss.backward()
             self.optimizer.step()
             synchronize(self.device)

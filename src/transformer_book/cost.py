@@ -193,9 +193,10 @@ def synchronize(device: torch.device) -> None:
 def has_bf16_matmul(device) -> bool:
     """Say whether the device multiplies bfloat16 matrices in hardware.
 
-    A CUDA GPU that PyTorch says supports bfloat16, Apple's MPS, or a CPU with
-    AVX512-BF16 or AMX instructions. Elsewhere bfloat16 products are emulated
-    (slower than float32), so a peak measured there would not be one."""
+    A CUDA GPU that PyTorch says supports bfloat16, Apple's MPS on macOS 14 or
+    newer, or a CPU with AVX512-BF16 or AMX instructions. Elsewhere bfloat16
+    products are emulated (slower than float32), so a peak measured there would
+    not be one."""
     device = torch.device(device)
     if device.type == "cuda":
         try:
@@ -203,7 +204,10 @@ def has_bf16_matmul(device) -> bool:
         except (RuntimeError, AssertionError):
             return False
     if device.type == "mps":
-        return True
+        try:
+            return torch.backends.mps.is_macos_or_newer(14, 0)
+        except RuntimeError:  # a torch built without MPS
+            return False
     if device.type == "cpu":
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
@@ -258,15 +262,113 @@ def mfu(flops: float, seconds: float, peak: float) -> float:
     return flops / seconds / peak
 
 
+# %% book/18_what_training_costs.ipynb, cell 30
+import contextlib
+
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from transformer_book.distributed import PRECISIONS, autocast_context
+
+
+class ChunkedCrossEntropy(torch.autograd.Function):
+    """The output layer and the cross-entropy in one pass, a chunk of rows at a time.
+
+    Forward computes, chunk by chunk, the logits, the loss and at once both gradients,
+    and keeps only the gradients: never all the logits. Backward scales them."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, ignore_index, chunk):
+        counted = targets != ignore_index  # (n,)
+        count = counted.sum().clamp(min=1)  # the mean is over the counted targets
+        targets = torch.where(counted, targets, 0)
+        grad_hidden = torch.zeros_like(hidden)  # (n, d)
+        grad_weight = torch.zeros_like(weight)  # (vocab, d)
+        dtype = torch.promote_types(hidden.dtype, torch.float32)  # the loss's
+        total = torch.zeros((), dtype=dtype, device=hidden.device)
+        for start in range(0, hidden.size(0), chunk):
+            h, y = hidden[start : start + chunk], targets[start : start + chunk]
+            keep = counted[start : start + chunk]
+            logits = (h @ weight.T).to(dtype)  # (chunk, vocab), float32 under autocast
+            logsumexp = logits.logsumexp(dim=-1, keepdim=True)  # (chunk, 1)
+            picked = logits.gather(1, y[:, None])  # the targets' logits
+            total += ((logsumexp - picked).squeeze(1) * keep).sum()
+            # d loss / d logits = (softmax - one-hot) / count, 0 where not counted
+            grad = logits.sub_(logsumexp).exp_()  # the softmax, in place
+            grad[torch.arange(len(y), device=y.device), y] -= 1
+            grad *= (keep.to(dtype) / count)[:, None]
+            grad_hidden[start : start + chunk] = grad @ weight  # (chunk, d)
+            grad_weight += grad.T @ h  # (vocab, d)
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        return total / count
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_loss, grad_weight * grad_loss, None, None, None
+
+
+def chunked_cross_entropy(hidden, weight, targets, ignore_index=-100, chunk=256):
+    """``F.cross_entropy(hidden @ weight.T, targets, ignore_index=...)``, chunked.
+
+    hidden (n, d), weight (vocab, d), targets (n,) -> the mean loss over the targets
+    that are not ``ignore_index`` (0, not nan, if there are none). The same loss and
+    gradients, without the (n, vocab) logits: ``chunk`` rows of them at a time."""
+    check_positive_int("chunk", chunk)
+    if hidden.dim() != 2 or weight.dim() != 2 or hidden.size(1) != weight.size(1):
+        raise ValueError(
+            f"hidden (n, d) and weight (vocab, d) must agree on d; got "
+            f"{tuple(hidden.shape)} and {tuple(weight.shape)}"
+        )
+    if targets.shape != hidden.shape[:1] or targets.dtype != torch.long:
+        raise ValueError(
+            f"targets must be a long tensor of shape ({hidden.size(0)},); got "
+            f"{targets.dtype} {tuple(targets.shape)}"
+        )
+    return ChunkedCrossEntropy.apply(hidden, weight, targets, ignore_index, chunk)
+
+
+def lm_loss(pad_id: int | None = 0, *, chunk: int = 256, precision: str = "fp32"):
+    """A cheaper ``loss_of(model, tokens)`` for the one training loop: the causal LM
+    loss of ``causal_lm_loss``, for a model that returns its hidden states when
+    called with ``head=False`` and has ``output_weight`` (chapter 15's GPT).
+
+    The hidden states are sliced before the head (not the logits after it), and the
+    head and the loss run chunked. ``precision="bf16"`` runs the forward pass under
+    bfloat16 autocast, with PyTorch's math attention kernel on the CPU, whose fused
+    kernel is slower in bfloat16 than in float32 for small heads."""
+    check_positive_int("chunk", chunk)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}; got {precision!r}")
+    ignore = -100 if pad_id is None else pad_id
+
+    def loss_of(model, tokens):
+        slow = tokens.device.type == "cpu" and precision == "bf16"
+        kernel = sdpa_kernel(SDPBackend.MATH) if slow else contextlib.nullcontext()
+        with autocast_context(tokens.device, precision), kernel:
+            hidden = model(tokens, head=False)[:, :-1]  # (batch, seq - 1, d)
+            return chunked_cross_entropy(
+                hidden.reshape(-1, hidden.size(-1)),
+                model.output_weight(),
+                tokens[:, 1:].reshape(-1),
+                ignore,
+                chunk,
+            )
+
+    return loss_of
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "MAKE_MODEL_SIZES",
     "PASSES",
+    "ChunkedCrossEntropy",
+    "chunked_cross_entropy",
     "encoder_decoder_flops",
     "flop_breakdown",
     "flop_counter",
     "flops_per_token",
     "has_bf16_matmul",
+    "lm_loss",
     "matmul_peak",
     "mfu",
     "synchronize",

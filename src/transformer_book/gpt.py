@@ -137,7 +137,7 @@ class GPT(nn.Module):
     def new_caches(self) -> list[dict]:
         return [{} for _ in self.layers]
 
-    def forward(self, tokens, caches=None, offset=0, need_weights=False):
+    def forward(self, tokens, caches=None, offset=0, need_weights=False, head=True):
         check_token_ids("tokens", tokens, self.config.vocab_size)
         if tokens.dim() != 2:
             raise ValueError(
@@ -168,6 +168,8 @@ class GPT(nn.Module):
             x = layer(x, mask, need_weights, cache)  # (batch, seq, d_model)
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if not head:  # the hidden states: chapter 18's chunked loss applies the head
+            return x  # (batch, seq, d_model)
         return x @ self.output_weight().T  # (batch, seq, vocab)
 
 

@@ -33,6 +33,7 @@ def train_lm(
     device="cpu",
     evaluate=None,
     eval_every=10,
+    loss_of=None,
 ):
     """Train a GPT on the poems; return the training loss of every step.
 
@@ -40,7 +41,8 @@ def train_lm(
     first tenth, then decayed linearly to zero. ``evaluate``, if given, is called as
     ``evaluate(step, model)`` before the first step and after every ``eval_every``
     steps and the last (nanoGPT's ``estimate_loss``); training then goes on in train
-    mode, its batches and losses unchanged."""
+    mode, its batches and losses unchanged. ``loss_of(model, batch)``, if given,
+    replaces the loss (chapter 18's cheaper one); by default the causal LM loss."""
     check_positive_int("steps", steps)
     check_positive_int("eval_every", eval_every)
     if not poems:
@@ -57,13 +59,13 @@ def train_lm(
         for _ in range(steps)
     )
 
-    def loss_of(model, batch):  # batch: (poems, seq) token ids
+    def lm_loss(model, batch):  # batch: (poems, seq) token ids
         return causal_lm_loss(model(batch), batch, vocab.pad_id)
 
     losses = []
     if evaluate is not None:
         evaluate(0, model)
-    taken = training_steps(model, batches, loss_of, optimizer, schedule)
+    taken = training_steps(model, batches, loss_of or lm_loss, optimizer, schedule)
     for step, (_, loss, _) in enumerate(taken, start=1):
         losses.append(loss.item())
         if evaluate is not None and (step % eval_every == 0 or step == steps):

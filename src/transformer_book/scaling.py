@@ -2,7 +2,7 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/18_what_training_costs.ipynb, cell 30
+# %% book/18_what_training_costs.ipynb, cell 40
 """A scaling law from small runs (chapter 18): the IsoFLOP fit and what it predicts.
 
 tools/train_scaling_sweep.py trains every model size for as many steps as a compute
