@@ -194,6 +194,9 @@ def machine(device: torch.device, bf16: bool = True) -> dict:
             name: bool(getattr(torch.cpu, probe, lambda: False)()) for name, probe in probes.items()
         }
         facts["kernels"] = torch.backends.cpu.get_cpu_capability()  # ATen's vector kernels
+        # another CPU's kernels on this one (tools/notebooks.py's KERNEL_PATHS), if asked for
+        variables = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+        facts["kernel_environment"] = {name: os.environ[name] for name in variables if name in os.environ}
     if device.type == "cuda":
         facts["cuda"] = torch.version.cuda
     return facts
