@@ -27,6 +27,7 @@ from transformer_book import (
     micro_batch_index,
     parameter_sum,
     process_bytes,
+    recipe,
     scaled_loss,
     train_distributed,
 )
@@ -301,6 +302,20 @@ def test_bad_settings_are_named():
         DistributedRun(precision="fp16", strategy="fsdp")
     with pytest.raises(ValueError, match="processes must be an int >= 1; got 0"):
         tool.launch(DistributedRun(), 0)
+    for bad in (-1, "1", 1.0):
+        with pytest.raises(ValueError, match=f"init_seed must be None or an int >= 0; got {bad!r}"):
+            DistributedRun(init_seed=bad)
+
+
+def test_init_seed_changes_the_weights_and_the_dropout_not_the_batches(monkeypatch):
+    """The yardstick run of the record ("long, float32, init seed 1"): another float32 run on
+    the same batches."""
+    assert DistributedRun().weights_seed == DistributedRun().seed
+    assert DistributedRun(init_seed=1).weights_seed == 1
+    monkeypatch.setattr(Translator, "examples", encode_once(Translator.examples))
+    first, other = (recipe(DistributedRun(init_seed=seed, **COMMON), torch.device("cpu")) for seed in (None, 1))
+    assert first["batches"] == other["batches"]
+    assert parameter_sum(first["model"]) != parameter_sum(other["model"])
 
 
 def test_the_command_line_makes_the_same_settings():

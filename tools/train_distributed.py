@@ -23,7 +23,8 @@ the run's record as its last line, one JSON object. ``launch`` starts such a run
 
 ``--record`` runs the comparisons of ``RUNS`` (2 gloo processes on the CPU, or 1 process
 accumulating 2 micro-batches; the recipe's 1,500-token batches, 20 steps) and the long runs of
-``LONG_RUNS`` (the bf16 and mean-of-means gaps after a warm-up that reaches the recipe's peak),
+``LONG_RUNS`` (the bf16 and mean-of-means gaps after a warm-up that reaches the recipe's peak,
+and the yardstick: float32 from other initial weights, ``init_seed=1``, on the same batches),
 and writes ``src/transformer_book/weights/distributed_runs.json``, which chapter 17 reads;
 ``--check`` runs them again and fails unless every run agrees with the record within
 ``TOLERANCE`` and the equivalences of ``problems`` hold. Chapter 17 prints the measured
@@ -86,6 +87,8 @@ LONG_RUNS = {
     "long, float32": (1, LONG),
     "long, bf16": (1, {**LONG, "precision": "bf16"}),
     "long, per-batch mean": (1, {**LONG, "normalise": "per_batch"}),
+    # the yardstick: float32 again, other initial weights and dropout, the same batches
+    "long, float32, init seed 1": (1, {**LONG, "init_seed": 1}),
 }
 # On a machine with a GPU (--record --cuda): the paths the CPU cannot take, one process on one GPU
 # with NCCL (a second GPU would need a second process), the chapter's 20-step run in float32 (DDP

@@ -203,8 +203,11 @@ class DistributedRun:
     ``lr_factor`` set chapter 14's schedule (its recipe: 1,000 and 1). ``reseed``:
     dropout seeded by each batch's place in the stream (else by each process's own
     random state). ``stop_at`` and ``checkpoint`` go together: stop after that step
-    and save the run; ``resume`` continues from a checkpoint. ``to_json`` and
-    ``from_json`` carry the settings to the processes torchrun starts."""
+    and save the run; ``resume`` continues from a checkpoint. ``init_seed``: the
+    initial weights and the dropout from this seed, the batches still from ``seed``
+    (another run on the same batches: the yardstick of a gap between two runs).
+    ``to_json`` and ``from_json`` carry the settings to the processes torchrun
+    starts."""
 
     steps: int = 20
     accumulate: int = 1
@@ -220,6 +223,7 @@ class DistributedRun:
     checkpoint: str | None = None
     stop_at: int | None = None
     resume: str | None = None
+    init_seed: int | None = None
 
     def __post_init__(self):
         for name in ("steps", "accumulate", "max_tokens", "warmup_steps"):
@@ -236,6 +240,12 @@ class DistributedRun:
                 raise ValueError(
                     f"{name} must be one of {allowed}; got {getattr(self, name)!r}"
                 )
+        if self.init_seed is not None and (
+            not isinstance(self.init_seed, int) or self.init_seed < 0
+        ):
+            raise ValueError(
+                f"init_seed must be None or an int >= 0; got {self.init_seed!r}"
+            )
         if not self.lr_factor > 0:
             raise ValueError(f"lr_factor must be > 0; got {self.lr_factor!r}")
         if (self.stop_at is None) != (self.checkpoint is None):
@@ -248,6 +258,11 @@ class DistributedRun:
             raise ValueError(
                 f"fp16 is written here for ddp only; got {self.strategy!r}"
             )
+
+    @property
+    def weights_seed(self) -> int:
+        """The seed of the initial weights and the dropout: init_seed, else seed."""
+        return self.seed if self.init_seed is None else self.init_seed
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -262,7 +277,7 @@ def recipe(run: DistributedRun, device: torch.device) -> dict:
     schedule, the examples, this run's batch stream and the pad id, as ``train_steps``
     takes them."""
     pairs = tatoeba_split("train")
-    torch.manual_seed(run.seed)  # the initial weights, the same in every process
+    torch.manual_seed(run.weights_seed)  # the initial weights, alike in every process
     translator = Translator.untrained(pairs, read_merges())
     examples = translator.examples(pairs)
     lengths = [max(len(source), len(target)) for source, target in examples]
@@ -296,15 +311,16 @@ def train_distributed(run: DistributedRun | None = None) -> dict:
     model, optimizer, schedule = parts["model"], parts["optimizer"], parts["schedule"]
     rank, world_size = world()
     if not run.reseed:  # each process its own dropout stream
-        torch.manual_seed(run.seed * 1_000_003 + 7_919 * (rank + 1))
+        torch.manual_seed(run.weights_seed * 1_000_003 + 7_919 * (rank + 1))
     kept = {"batches_per_step": world_size * run.accumulate, "reseed": run.reseed}
     kept |= {k: getattr(run, k) for k in ("normalise", "max_tokens", "seed")}
+    kept["init_seed"] = run.init_seed
     kept |= {k: getattr(run, k) for k in ("warmup_steps", "lr_factor")}
     start = resume_run(run.resume, parts, kept) if run.resume else 0
     stop = run.steps if run.stop_at is None else run.stop_at
     scaler = torch.amp.GradScaler("cuda") if run.precision == "fp16" else None
     options = {k: getattr(run, k) for k in ("accumulate", "normalise", "precision")}
-    options |= {"seed": run.seed, "reseed": run.reseed, "device": device}
+    options |= {"seed": run.weights_seed, "reseed": run.reseed, "device": device}
     losses = train_steps(**parts, steps=stop, start=start, scaler=scaler, **options)
     if run.checkpoint:
         save_checkpoint(run.checkpoint, model, optimizer, schedule, stop, settings=kept)
