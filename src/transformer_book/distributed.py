@@ -240,12 +240,9 @@ class DistributedRun:
                 raise ValueError(
                     f"{name} must be one of {allowed}; got {getattr(self, name)!r}"
                 )
-        if self.init_seed is not None and (
-            not isinstance(self.init_seed, int) or self.init_seed < 0
-        ):
-            raise ValueError(
-                f"init_seed must be None or an int >= 0; got {self.init_seed!r}"
-            )
+        seed = self.init_seed
+        if seed is not None and (not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"init_seed must be None or an int >= 0; got {seed!r}")
         if not self.lr_factor > 0:
             raise ValueError(f"lr_factor must be > 0; got {self.lr_factor!r}")
         if (self.stop_at is None) != (self.checkpoint is None):
