@@ -1,5 +1,6 @@
-"""tools/profile_step.py: on a toy poet, the groups' shares add up to the whole, the matrix products are
-found with their FLOPs, the report states the MFU and its bound, and bad arguments are refused by name."""
+"""tools/profile_step.py: on a toy poet (and the translator, small batches), the groups' shares add up
+to the whole, the matrix products are found with their FLOPs, the report states the MFU and its
+bound, and bad arguments are refused by name."""
 
 import pytest
 
@@ -24,6 +25,13 @@ def test_a_toy_step_is_profiled(monkeypatch):
     assert result["step_seconds"] > 0 and len(result["peaks"]) == 2
     text = profile_step.report(result)
     assert "matrix products" in text and "MFU at most" in text
+
+
+def test_the_translator_step_is_profiled():
+    result = profile_step.profile_translator_step(steps=1, warmup=0, max_tokens=150)
+    assert sum(result["shares"].values()) == pytest.approx(1.0)
+    assert result["shares"][profile_step.LOGITS] > 0  # the target vocabulary's logits are found
+    assert result["product_flops"] > 0 and result["model_flops"] > 0
 
 
 def test_operators_are_grouped_by_name():
