@@ -59,13 +59,13 @@ def train_lm(
         for _ in range(steps)
     )
 
-    def lm_loss(model, batch):  # batch: (poems, seq) token ids
+    def default_loss(model, batch):  # batch: (poems, seq) token ids
         return causal_lm_loss(model(batch), batch, vocab.pad_id)
 
     losses = []
     if evaluate is not None:
         evaluate(0, model)
-    taken = training_steps(model, batches, loss_of or lm_loss, optimizer, schedule)
+    taken = training_steps(model, batches, loss_of or default_loss, optimizer, schedule)
     for step, (_, loss, _) in enumerate(taken, start=1):
         losses.append(loss.item())
         if evaluate is not None and (step % eval_every == 0 or step == steps):
