@@ -69,14 +69,25 @@ def hash_of(tab) -> dict[str, str]:
     return dict(parse_qsl(tab.evaluate("() => location.hash").removeprefix("#")))
 
 
-def local_only_tab(browser, width: int = 1280, *, dark: bool = False, console_types: tuple[str, ...] = ("error",)):
+def local_only_tab(
+    browser,
+    width: int = 1280,
+    *,
+    dark: bool = False,
+    console_types: tuple[str, ...] = ("error",),
+    motion: bool = False,
+):
     """A new tab that records every request that is not for 127.0.0.1 (the browser's
     CHROMIUM_FLAGS make them fail).
 
     Returns (context, tab, outside requests, errors): uncaught exceptions, and console messages
-    of ``console_types``. ``dark`` opens the page in the book theme's dark mode.
+    of ``console_types``. ``dark`` opens the page in the book theme's dark mode. The tab asks
+    for reduced motion (the poem page then shows each poem whole, at once, rather than one
+    character every 40 ms), unless ``motion``: the tests that watch the animation ask for it.
     """
-    context = browser.new_context(viewport={"width": width, "height": 900})
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, reduced_motion="no-preference" if motion else "reduce"
+    )
     if dark:  # pydata-sphinx-theme reads the reader's choice from localStorage
         context.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
     outside, errors = [], []

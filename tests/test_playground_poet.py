@@ -633,7 +633,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     if not (SITE / PAGE).exists():
         pytest.fail(f"{SITE / PAGE} is not built: is book/playground_poems in _toc.yml?")
     poet, meta = exported
-    context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=WARNINGS_TOO)
+    context, tab, outside, errors = local_only_tab(browser, width, dark=dark, console_types=WARNINGS_TOO, motion=True)
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
     tab.goto(f"{serve(str(SITE))}/{PAGE}", wait_until="load")
@@ -680,6 +680,7 @@ def test_page_writes_poems(browser, exported, width, dark):
     greedy = write(tab, "白日依山尽，", acrostic=False, temperature=0)
     shown = list(dict.fromkeys(tab.evaluate("() => window.poemTexts")))
     assert len(shown) >= len(greedy) - 6, f"not character by character: {len(shown)} states"
+    assert tab.locator("#poet-timing").inner_text().endswith("shown one every 40 ms.")
     assert greedy == poet.write("白日依山尽，", temperature=0)
     assert "this very poem" in tab.locator("#poet-same").inner_text()
     assert tab.locator("#poet-call").inner_text() == (
@@ -816,6 +817,8 @@ def test_page_offers_the_dpo_poet_and_marks_the_rhyme(browser, width=390, dark=T
             assert f"{character} ({rhyme_class(character)})" in words or rhyme_class(character) in words
 
     base = wait_for_poem(tab)
+    # this tab asks for reduced motion: the poem is shown whole, not one character at a time
+    assert tab.locator("#poet-timing").inner_text().endswith("characters/s in this browser).")
     verdict_is_pythons(base)
     assert tab.locator("#poet-other").is_hidden()  # the other poet is not loaded: no poem of it
     assert not {"poet_dpo.json", "poet_dpo.bin"} & set(requested)  # not before it is picked

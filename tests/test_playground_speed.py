@@ -141,7 +141,8 @@ def test_typing_waits_for_a_pause_and_a_translation_can_be_stopped(browser):
 
 
 def test_a_poem_can_be_stopped_and_the_poet_is_downloaded_once(browser):
-    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"))
+    # with motion: the poem is shown one character at a time, and stopped midway
+    context, tab, outside, errors = local_only_tab(browser, console_types=("error", "warning"), motion=True)
     requested = []
     tab.on("request", lambda request: requested.append(request.url))
     url = built_page().replace("playground.html", "playground_poems.html")

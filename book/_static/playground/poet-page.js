@@ -13,6 +13,8 @@ import {
 import { checkRhyme, rhymeTable } from "./poet-rhyme.js";
 
 const DELAY_MS = 40; // between two characters on the screen (the model is faster)
+// A reader whose system asks for less motion gets each poem whole, at once.
+const lessMotion = window.matchMedia?.("(prefers-reduced-motion: reduce)");
 const worker = new ModelWorker();
 const POETS = { base: "poet.json", dpo: "poet_dpo.json" }; // tools/export_poet_playground.py
 const poetUrl = (stage) => new URL(POETS[stage], here).href;
@@ -390,9 +392,11 @@ function writeInWorker(chosen, prefix, onCharacter = null) {
 }
 
 // Writes a poem with the controls' settings (and the forced characters, if any): `animate`
-// shows it one character every DELAY_MS; `keepForce` keeps the forced characters (a new poem
-// drops them); `keepStep`, a step to open once it is written.
+// shows it one character every DELAY_MS (unless the reader asks for less motion); `keepForce`
+// keeps the forced characters (a new poem drops them); `keepStep`, a step to open once it is
+// written.
 async function write({ animate = true, keepForce = false, keepStep = null } = {}) {
+  animate = animate && !lessMotion?.matches;
   if (!keepForce && keepStep === null) force = null;
   const number = ++writing; // an older poem, or an older load, stops here
   element("poet-poem").dataset.done = "";
