@@ -1,7 +1,7 @@
 """What each of Llama's changes buys on the poems (chapter 16): a seeded sweep, recorded.
 
-    python tools/train_modern_sweep.py --arms gpt2 modern   # the committed record: the two blocks, the poet's budget
-    python tools/train_modern_sweep.py                 # every arm at the shipped poet's budget
+    python tools/train_modern_sweep.py                 # the committed record: every arm at the shipped poet's budget
+    python tools/train_modern_sweep.py --arms gpt2 modern   # the two blocks only
     python tools/train_modern_sweep.py --check --arms gpt2 modern  # retrain one arm (--arm)
     python tools/train_modern_sweep.py --steps 800 --arms gpt2 modern --workers 1 --keep runs/modern
         # the poet's budget, one run at a time, each kept in runs/modern as it ends (stop and go on)
@@ -19,13 +19,12 @@ match within a few percent; each arm's count is recorded). Every arm starts from
 the initial weights and the batches) and scored by its perplexity on the held-out poems, also every
 ``sweeps.EVAL_EVERY`` steps (the held-out curve).
 
-``SWEEP`` is the shipped poet's budget (800 steps of 64 poems). The committed record is
-``--arms gpt2 modern`` at that budget, three seeds: made on 2026-11-28 on a shared 2-core Intel
-Xeon, two runs side by side at most, 10 to 21 minutes a run (``timings``; one CPU-second or so a
-step on a busy core, and a held-out score every ``sweeps.EVAL_EVERY`` steps).
-``--check --arms gpt2 modern`` retrains its default arm (about 20 minutes). The arms that undo
-one change at a time were not run at this budget (about 2 CPU-hours for four arms and three
-seeds). One learning rate, the poet's, serves every arm: no grid was run.
+``SWEEP`` is the shipped poet's budget (800 steps of 64 poems). The committed record is every arm
+at that budget, three seeds, made on 2026-11-28 on a 2-core Intel Xeon, two runs side by side: the
+two blocks first (10 to 21 minutes a run on the then busy machine), then the four arms that undo
+one change at a time, with ``--keep`` reading the blocks' kept runs (9 to 10 minutes a run, 56
+minutes of wall time); ``timings`` has each run's seconds. ``--check`` retrains its default arm
+(about 10 to 20 minutes). One learning rate, the poet's, serves every arm: no grid was run.
 Writes ``src/transformer_book/weights/modern_sweep.json``: ``settings``, ``arms`` (each arm's
 configuration and parameter count), ``runs`` (arm -> seed -> held-out perplexity, the held-out
 curve, and the training loss every ``LOSS_EVERY`` steps) and ``timings`` (seconds per run, kept
