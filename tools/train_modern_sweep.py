@@ -2,7 +2,7 @@
 
     python tools/train_modern_sweep.py                 # the committed record: every arm at the shipped poet's budget
     python tools/train_modern_sweep.py --arms gpt2 modern   # the two blocks only
-    python tools/train_modern_sweep.py --check --arms gpt2 modern  # retrain one arm (--arm)
+    python tools/train_modern_sweep.py --check --arm learned   # retrain one arm, compare it with the record
     python tools/train_modern_sweep.py --steps 800 --arms gpt2 modern --workers 1 --keep runs/modern
         # the poet's budget, one run at a time, each kept in runs/modern as it ends (stop and go on)
     python tools/train_modern_sweep.py --device cuda   # every arm on a GPU (one at a time)
