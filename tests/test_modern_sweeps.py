@@ -72,6 +72,14 @@ def test_sweep_record_refuses_other_names():
         r"got name='poet'",
     ):
         sweep_record("poet")
+    with pytest.raises(
+        ValueError,
+        match=r"lr must be None \(the poet's rate\) or one of \(0.001, 0.01\) for "
+        r"modern_sweep; got lr=0.003",
+    ):
+        sweep_record("modern_sweep", lr=0.003)  # the poet's rate is the main record's
+    with pytest.raises(ValueError, match=r"one of \(\) for length_sweep; got lr=0.001"):
+        sweep_record("length_sweep", lr=0.001)
 
 
 def mean(values: list[float]) -> float:

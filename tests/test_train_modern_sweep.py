@@ -12,7 +12,7 @@ import torch
 import train_length_sweep as length
 import train_modern_sweep as sweep
 import transformer_book
-from transformer_book import GPT, ModernDecoder, poems
+from transformer_book import GPT, ModernDecoder, poems, sweep_file
 
 FOUR = ["床前明月光，疑是地上霜。举头望明月，低头思故乡。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。"]
 EIGHT = [FOUR[0] + FOUR[1], FOUR[1] + FOUR[0]]
@@ -70,7 +70,7 @@ def test_a_kept_run_is_read_not_trained_again(toy, tmp_path, monkeypatch):
         sweep.sweep_and_write(tmp_path / "c", ["gpt2"], [0], dict(settings, steps=3), 1, keep)
 
 
-def test_the_command_line_keeps_runs_and_records_the_device(toy, tmp_path, monkeypatch):
+def test_the_command_line_keeps_runs_and_records_the_device(toy, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sweep.SWEEP, "batch_size", 4)
     kept = tmp_path / "kept"
     toy_run = ["--steps", "2", "--seeds", "0", "--arms", "gpt2", "--out", str(tmp_path), "--keep", str(kept)]
@@ -78,6 +78,14 @@ def test_the_command_line_keeps_runs_and_records_the_device(toy, tmp_path, monke
     record = json.loads((tmp_path / sweep.RECORD_FILE).read_text(encoding="utf-8"))
     assert record["settings"]["device"] == "cpu:0" and "device_name" not in record["settings"]
     assert [path.name for path in kept.iterdir()] == ["gpt2-seed0.json"]
+    # another learning rate: its own record, the package's name for it; the runs differ
+    assert sweep.main(toy_run + ["--lr", "0.01"]) == 0
+    other = json.loads((tmp_path / sweep_file("modern_sweep", 0.01)).read_text(encoding="utf-8"))
+    assert other["settings"]["lr"] == 0.01 and other["runs"] != record["runs"]
+    assert json.loads((tmp_path / sweep.RECORD_FILE).read_text(encoding="utf-8")) == record
+    with pytest.raises(SystemExit):  # argparse: "--lr must be a positive number; got -0.1"
+        sweep.main(toy_run + ["--lr", "-0.1"])
+    assert "--lr must be a positive number; got -0.1" in capsys.readouterr().err
 
 
 def test_each_arm_builds_what_it_names(toy):

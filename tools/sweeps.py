@@ -137,6 +137,14 @@ def write(path: Path, settings: dict, arms: Mapping[str, dict], found: Mapping, 
     return document
 
 
+def record_name(record_file: str, lr: float, default_lr: float) -> str:
+    """The record's file name: ``record_file`` at the default learning rate, else the
+    package's name for a run at another rate (NAME_lrLR.json: ``sweep_record(name, lr)``)."""
+    from transformer_book import sweep_file
+
+    return record_file if lr == default_lr else sweep_file(record_file.removesuffix(".json"), lr)
+
+
 def same_arm(arm: str):
     """Compare a one-arm record with the committed sweep: settings, the arm's configuration and
     runs, exactly (the timings and the other arms left out)."""
@@ -167,6 +175,7 @@ def main(
     summary: Callable[[dict], None] | None = None,
 ) -> int:
     """The sweeps' command line: every arm and seed, or ``--check --arm`` one arm; exit status."""
+    default_lr = budget["lr"]
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="retrain --arm and compare")
     parser.add_argument("--arm", default=default_arm, choices=sorted(arms))
@@ -179,6 +188,12 @@ def main(
         help="a subset (recorded)",
     )
     parser.add_argument("--batch-size", type=int, default=None, help="another batch size (recorded)")
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="another peak learning rate (recorded in its own file, NAME_lrLR.json)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument("--workers", type=int, default=2, help="runs side by side")
     parser.add_argument("--out", type=Path, default=out)
@@ -196,6 +211,11 @@ def main(
     args = parser.parse_args(argv)
     budget = dict(budget, **({"steps": args.steps} if args.steps else {}))
     budget = dict(budget, **({"batch_size": args.batch_size} if args.batch_size else {}))
+    if args.lr is not None:
+        if not args.lr > 0:
+            parser.error(f"--lr must be a positive number; got {args.lr}")
+        budget = dict(budget, lr=args.lr)
+    record_file = record_name(record_file, budget["lr"], default_lr)
     if args.device != "cpu":  # a CPU record's settings stay as they were
         budget = dict(budget, device=args.device)
         args.workers = 1  # one process holds the GPU

@@ -171,7 +171,7 @@ def sweep_and_write(out: Path, arms, seeds, training: dict, workers: int = 2, ke
         }
 
     return sweeps.write(
-        out / RECORD_FILE,
+        out / sweeps.record_name(RECORD_FILE, training["lr"], TRAINING["lr"]),
         settings(training, seeds),
         {arm: arm_record(arm) for arm in arms},
         found,

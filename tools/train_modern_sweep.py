@@ -138,7 +138,7 @@ def sweep_and_write(out: Path, arms, seeds, sweep: dict, workers: int = 2, keep:
     vocab_size = len(PoemVocabulary.from_poems(poem_split("train", by=sweeps.SPLIT)))
     found = sweeps.run(train_one, arms, seeds, sweep, "held_out_perplexity", workers, keep)
     return sweeps.write(
-        out / RECORD_FILE,
+        out / sweeps.record_name(RECORD_FILE, sweep["lr"], SWEEP["lr"]),
         settings(sweep, seeds),
         {arm: arm_record(arm, vocab_size) for arm in arms},
         found,

@@ -19,16 +19,30 @@ from transformer_book.shipped import load_record
 from transformer_book.validation import check_positive_int, check_positive_number
 
 SWEEPS = ("modern_sweep", "length_sweep")  # weights/NAME.json, by tools/train_NAME.py
+# The learning rates tried beside the poet's (tools/train_modern_sweep.py --lr), each
+# recorded in its own file, weights/NAME_lrLR.json
+LR_GRID = {"modern_sweep": (0.001, 0.01), "length_sweep": ()}
 
 
-def sweep_record(name: str) -> dict:
+def sweep_file(name: str, lr: float | None = None) -> str:
+    """The record's file: NAME.json, or NAME_lrLR.json for a run at another rate."""
+    return f"{name}.json" if lr is None else f"{name}_lr{lr:g}.json"
+
+
+def sweep_record(name: str, lr: float | None = None) -> dict:
     """Load what tools/train_modern_sweep.py or tools/train_length_sweep.py recorded.
 
     Their settings, each arm's configuration and parameter count, every run's
-    figures by arm and seed, and the seconds each run took."""
+    figures by arm and seed, and the seconds each run took. ``lr``: the record of
+    the runs at another learning rate (one of ``LR_GRID[name]``); None: the poet's."""
     if name not in SWEEPS:
         raise ValueError(f"name must be one of {SWEEPS}; got name={name!r}")
-    return load_record(f"{name}.json")
+    if lr is not None and lr not in LR_GRID[name]:
+        raise ValueError(
+            f"lr must be None (the poet's rate) or one of {LR_GRID[name]} for {name}; "
+            f"got lr={lr!r}"
+        )
+    return load_record(sweep_file(name, lr))
 
 
 def count_table_losses(
@@ -81,7 +95,9 @@ def count_table_losses(
 
 # %% the names this module exports (generated)
 __all__ = [
+    "LR_GRID",
     "SWEEPS",
     "count_table_losses",
+    "sweep_file",
     "sweep_record",
 ]
