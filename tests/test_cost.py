@@ -207,6 +207,21 @@ def test_peak_and_mfu_shapes():
         assert matmul_peak("cpu", torch.bfloat16, size=64, repeats=1) > 0
 
 
+@pytest.mark.parametrize(("variable", "isa", "has"), [
+    ("ONEDNN_MAX_CPU_ISA", "AVX2", False),  # tools/notebooks.py's avx2 kernel path
+    ("ONEDNN_MAX_CPU_ISA", "sse41", False),  # its default path; oneDNN ignores case
+    ("DNNL_MAX_CPU_ISA", "AVX512_CORE", False),  # the variable's older name
+    ("ONEDNN_MAX_CPU_ISA", "ALL", None),  # no cap: what the CPU has
+    ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX", None),
+])  # fmt: skip
+def test_a_cpu_capped_below_bfloat16_instructions_has_no_bf16_matmul(monkeypatch, variable, isa, has):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    hardware = has_bf16_matmul("cpu")
+    monkeypatch.setenv(variable, isa)
+    assert has_bf16_matmul("cpu") is (hardware if has is None else has)
+
+
 def test_benchmark_training_reports_mfu_against_a_peak_of_the_same_run(monkeypatch, capsys):
     import importlib.util
     import sys

@@ -176,6 +176,7 @@ def flop_counter() -> FlopCounterMode:
 
 
 # %% book/18_what_training_costs.ipynb, cell 20
+import os
 import time
 
 from transformer_book.validation import check_positive_number
@@ -190,13 +191,19 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
+# oneDNN, which multiplies bfloat16 matrices on a CPU, can be told to use no more than
+# some instructions (ONEDNN_MAX_CPU_ISA, read when the process starts); these have no
+# bfloat16 products
+NO_BF16_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
+
+
 def has_bf16_matmul(device) -> bool:
     """Say whether the device multiplies bfloat16 matrices in hardware.
 
     A CUDA GPU that PyTorch says supports bfloat16, Apple's MPS on macOS 14 or
-    newer, or a CPU with AVX512-BF16 or AMX instructions. Elsewhere bfloat16
-    products are emulated (slower than float32), so a peak measured there would
-    not be one."""
+    newer, or a CPU with AVX512-BF16 or AMX instructions that oneDNN may use (not
+    capped by ONEDNN_MAX_CPU_ISA below them). Elsewhere bfloat16 products are
+    emulated (slower than float32), so a peak measured there would not be one."""
     device = torch.device(device)
     if device.type == "cuda":
         try:
@@ -209,6 +216,9 @@ def has_bf16_matmul(device) -> bool:
         except RuntimeError:  # a torch built without MPS
             return False
     if device.type == "cpu":
+        capped = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA"))
+        if (capped or "").upper() in NO_BF16_ISAS:
+            return False
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
     return False
@@ -360,6 +370,7 @@ def lm_loss(pad_id: int | None = 0, *, chunk: int = 256, precision: str = "fp32"
 # %% the names this module exports (generated)
 __all__ = [
     "MAKE_MODEL_SIZES",
+    "NO_BF16_ISAS",
     "PASSES",
     "ChunkedCrossEntropy",
     "chunked_cross_entropy",
