@@ -34,6 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_HTML", REPO_ROOT / "_build" / "html"))
 JSON_PATH = REPO_ROOT / "book" / "_static" / "playground" / "poet.json"
 PAGE = "book/playground_poems.html"
+BARS = 10  # page.js: the most probable characters shown as bars
 PROMPT = "白日依山尽，"  # a first verse to continue: only <pad> and <unk> are masked
 BARS_JS = """() => {
   const bars = [...document.querySelectorAll('#poet-bars li[data-token]')];
@@ -43,6 +44,8 @@ BARS_JS = """() => {
     p: bars.map((bar) => Number(bar.dataset.probability)),
     chosen: bars.filter((bar) => bar.hasAttribute('data-chosen')).map((b) => b.dataset.token),
     text: document.querySelector('#poet-bars').innerText,
+    rest: [...document.querySelectorAll('#poet-bars li[data-rest]')].map((line) =>
+      [Number(line.dataset.rest), Number(line.dataset.probability)]),
   };
 }"""
 
@@ -114,21 +117,33 @@ def test_a_steps_bars_are_the_packages_top_p_distribution(browser, poet):
     position = len(ids) - count - 1 + step  # the position whose logits chose step `step`
     logits = next_logits(poet, text, position + 1)  # (vocab,)
     written = meta["tokens"][ids[position + 1]]
+    spread = {}  # temperature -> the entropy of the package's kept distribution
     for temperature, bars in ((0.8, at_08), (1.5, at_15), (0.5, at_05)):
-        assert bars["kept"] == len(bars["p"]), "every kept character has its bar"
-        assert abs(sum(bars["p"]) - 1) <= 1e-6, (temperature, sum(bars["p"]))
-        kept = torch.isfinite(top_p_filter(logits / temperature, 0.9))
-        theirs = {meta["tokens"][i] for i in kept.nonzero().flatten().tolist()}
-        assert set(bars["tokens"]) == theirs, temperature
-        assert bars["p"] == sorted(bars["p"], reverse=True)
+        cut = top_p_filter(logits / temperature, 0.9)
+        theirs = dict(zip((meta["tokens"][i] for i in range(len(cut))), cut.softmax(-1).tolist()))
+        theirs = {token: p for token, p in theirs.items() if p > 0}  # the package's kept set
+        assert bars["kept"] == len(theirs), temperature
+        # the ten most probable each a bar, the written one too, the rest in one line: all of it
+        shown = bars["p"][:BARS]
+        assert len(shown) == min(BARS, len(theirs)) and shown == sorted(shown, reverse=True)
+        assert all(abs(theirs[token] - p) <= 1e-6 for token, p in zip(bars["tokens"], bars["p"]))
+        unshown = [p for token, p in theirs.items() if token not in bars["tokens"]]
+        assert max(unshown, default=0) <= min(shown) + 1e-6, "the bars are the most probable"
+        rest = [(len(unshown), sum(unshown))] if unshown else []
+        assert [count for count, _ in bars["rest"]] == [count for count, _ in rest]
+        assert all(abs(a - b) <= 1e-6 for (_, a), (_, b) in zip(bars["rest"], rest))
+        total = sum(bars["p"]) + sum(p for _, p in bars["rest"])
+        assert abs(total - 1) <= 1e-6, (temperature, total)
+        spread[temperature] = entropy(list(theirs.values()))
     assert at_08["chosen"] == [written], "the written character is marked"
-    assert entropy(at_15["p"]) > entropy(at_05["p"])
-    assert f"{written}" in at_08["text"] and "(chosen)" in at_08["text"]  # as text, too
+    assert spread[1.5] > spread[0.5]  # the bars above are these distributions
+    assert at_15["kept"] > at_05["kept"] and at_15["p"][0] < at_05["p"][0]
+    assert f"{written}" in at_08["text"] and "(chosen" in at_08["text"]  # as text, too
     assert (after, still) == (number, text), "moving the temperature wrote another poem"
     print(
         f"\nstep {step} ({written}): kept {at_05['kept']}, {at_08['kept']}, {at_15['kept']} "
-        f"characters at temperature 0.5, 0.8, 1.5; entropy {entropy(at_05['p']):.2f} < "
-        f"{entropy(at_15['p']):.2f} nats"
+        f"characters at temperature 0.5, 0.8, 1.5; entropy {spread[0.5]:.2f} < "
+        f"{spread[1.5]:.2f} nats"
     )
     assert not outside and not errors, (outside, errors)
 
@@ -232,3 +247,49 @@ def test_every_view_fits_the_screen(browser, width, dark):
         assert widths[0] <= widths[1], f"{page} at {width} px pans sideways: {widths}"
         assert theme == ("dark" if dark else "light")
         assert not outside and not errors, (page, outside, errors)
+
+
+def test_the_bars_show_the_most_probable_the_written_one_and_the_rest_in_one_line(browser):
+    """page.js's barsHtml (both pages): the ``BARS`` most probable tokens a bar each; the written
+    token, if it ranks lower, its bar after them with its rank; the others summed in one line,
+    so that what is shown adds up to 1."""
+    from browser_support import script_tab
+
+    context, tab, outside, errors = script_tab(browser, SITE / "_static", {"Page": "playground/page.js"})
+    shown = tab.evaluate("""() => {
+      const kept = Array.from({length: 30}, (_, i) => ({id: i, p: 2 * (30 - i) / (30 * 31)}));
+      const read = (html) => {
+        const list = document.createElement("ol");
+        list.innerHTML = html;
+        return {
+          tokens: [...list.querySelectorAll("li[data-token]")].map((li) => Number(li.dataset.token)),
+          chosen: [...list.querySelectorAll("li[data-chosen]")].map((li) => li.innerText),
+          rest: [...list.querySelectorAll("li[data-rest]")].map((li) =>
+            [Number(li.dataset.rest), Number(li.dataset.probability), li.innerText]),
+          total: [...list.querySelectorAll("li[data-probability]")]
+            .reduce((sum, li) => sum + Number(li.dataset.probability), 0),
+        };
+      };
+      const label = (id) => String(id);
+      return {
+        low: read(Page.barsHtml(kept, label, 20, "poet", {noun: "character"})),
+        high: read(Page.barsHtml(kept, label, 3, "pg")),
+        few: read(Page.barsHtml(kept.slice(0, 4), label, 1, "pg")),
+        bars: Page.BARS,
+        ordinals: [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112].map(Page.ordinal),
+      };
+    }""")
+    context.close()
+    assert shown["bars"] == BARS
+    low, high, few = shown["low"], shown["high"], shown["few"]
+    assert low["tokens"] == [*range(10), 20] and low["chosen"][0].endswith("(chosen, 21st)")
+    assert [count for count, *_ in low["rest"]] == [19] and "the other 19 characters" in low["rest"][0][2]
+    assert high["tokens"] == list(range(10)) and high["chosen"][0].endswith("(chosen)")
+    assert [count for count, *_ in high["rest"]] == [20] and "the other 20 tokens" in high["rest"][0][2]
+    assert few["tokens"] == [0, 1, 2, 3] and few["rest"] == []
+    for case in (low, high):
+        assert abs(case["total"] - 1) <= 1e-12, case["total"]
+    assert shown["ordinals"] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th",
+    ]  # fmt: skip
+    assert not outside and not errors, (outside, errors)

@@ -78,17 +78,25 @@ export function debounce(action, ms) {
 }
 
 // --- The distribution of one step, as bars -----------------------------------------------------
-// `kept`: [{id, p}] most probable first (gpt.js's distribution); each bar an <li> with
-// data-token, data-probability (the probability in the distribution the token was drawn or
-// chosen from) and, on the token written, data-chosen; the same figures as text for screen
-// readers. `label(id)` names a token; `prefix` names the page's CSS classes. Options: `plain`,
-// {id: p} at temperature 1 (a dashed outline over each bar, data-plain), and `force`, the
-// step (counted from 1) whose token a click on a bar forces: each token is then a button
-// (data-force, its id) that decodes on from that token.
-export function barsHtml(kept, label, chosen, prefix, { plain = null, force = null } = {}) {
+// `kept`: [{id, p}] most probable first (gpt.js's distribution); the first `BARS` get a bar each,
+// an <li> with data-token, data-probability (the probability in the distribution the token was
+// drawn or chosen from) and, on the token written, data-chosen; the same figures as text for
+// screen readers. The written token, if it ranks lower, gets its bar after them (its rank
+// named), and the rest are summed in one last line (data-rest: how many; data-probability:
+// their sum), so that what is shown adds up to 1. `label(id)` names a token, `noun` counts
+// them; `prefix` names the page's CSS classes. Options: `plain`, {id: p} at temperature 1 (a
+// dashed outline over each bar, data-plain), and `force`, the step (counted from 1) whose
+// token a click on a bar forces: each token is then a button (data-force, its id) that decodes
+// on from that token.
+export const BARS = 10;
+
+export function barsHtml(kept, label, chosen, prefix,
+  { plain = null, force = null, noun = "token" } = {}) {
+  const rank = kept.findIndex(({ id }) => id === chosen);
+  const shown = kept.slice(0, BARS).concat(rank >= BARS ? [kept[rank]] : []);
   const plainOf = (id) => plain?.[id] ?? 0;
-  const top = Math.max(kept.length ? kept[0].p : 1, ...kept.map(({ id }) => plainOf(id)));
-  return kept
+  const top = Math.max(shown.length ? shown[0].p : 1, ...shown.map(({ id }) => plainOf(id)));
+  const bars = shown
     .map(({ id, p }) => {
       const mark = id === chosen;
       const percent = (100 * p).toFixed(p < 0.001 ? 3 : 1);
@@ -101,16 +109,29 @@ export function barsHtml(kept, label, chosen, prefix, { plain = null, force = nu
         ? `<span class="bar-plain" style="width:${((70 * plainOf(id)) / top).toFixed(1)}%" ` +
           `title="at temperature 1: ${(100 * plainOf(id)).toFixed(1)}%"></span>`
         : "";
+      const chosenText = !mark ? "" : rank >= BARS ? ` (chosen, ${ordinal(rank + 1)})` : " (chosen)";
       return (
         `<li data-token="${name}" data-probability="${p}"` +
         (plain ? ` data-plain="${plainOf(id)}"` : "") +
         `${mark ? ` data-chosen class="${prefix}-chosen"` : ""}>${token}` +
         `<span class="bar-track">${ghost}` +
         `<span class="${prefix}-bar" style="width:${((70 * p) / top).toFixed(1)}%"></span></span>` +
-        `<span class="${prefix}-bar-p">${percent}%${mark ? " (chosen)" : ""}</span></li>`
+        `<span class="${prefix}-bar-p">${percent}%${chosenText}</span></li>`
       );
     })
     .join("");
+  const others = kept.length - shown.length;
+  if (others === 0) return bars;
+  const rest = kept.filter((_, i) => i >= BARS && i !== rank).reduce((sum, { p }) => sum + p, 0);
+  return bars + `<li class="bars-rest" data-rest="${others}" data-probability="${rest}">` +
+    `the other ${counted(others, noun)}: ${(100 * rest).toFixed(1)}% together</li>`;
+}
+
+// "1st", "2nd", "23rd", "11th": a rank, in English.
+export function ordinal(number) {
+  const tens = number % 100;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[number % 10] ?? "th");
+  return `${number}${suffix}`;
 }
 
 // "1 token", "2 tokens": a count and its noun, in English.

@@ -87,7 +87,6 @@ function stepsTable(loaded, tokens, steps) {
 // sampling controls (temperature, top-k, top-p: what sampling draws from), with the softmax at
 // temperature 1 (what greedy decoding and beam search chose from) as dashed outlines. Clicking a
 // bar forces that token at that step and decodes on ("what if").
-const BARS = 10; // the most probable tokens shown; the rest are summed in one line
 const OUTPUTS = { "pg-greedy": "greedy", "pg-beam": "beam", "pg-sample": "sample" };
 const outputs = {}; // "pg-greedy" / "pg-beam" / "pg-sample" -> {loaded, tokens, steps}
 let open = null; // the open step: {output, step}
@@ -175,15 +174,9 @@ async function showDistribution(output, step, { scroll = true } = {}) {
     return;
   }
   if (number !== drawing) return; // another step, or other settings, since
-  const rest = kept.slice(BARS).reduce((sum, { p }) => sum + p, 0);
   const reshaped = !(temperature === 1 && topP === 1 && topK === null);
-  bars.innerHTML =
-    barsHtml(kept.slice(0, BARS), (id) => shown(target[id]), chosen, "pg",
-      { plain: reshaped ? plain : null, force: step + 1 }) +
-    (kept.length > BARS
-      ? `<li class="pg-rest">the other ${counted(kept.length - BARS, "token")}: ` +
-        `${(100 * rest).toFixed(1)}% together</li>`
-      : "");
+  bars.innerHTML = barsHtml(kept, (id) => shown(target[id]), chosen, "pg",
+    { plain: reshaped ? plain : null, force: step + 1 });
   bars.dataset.kept = String(kept.length);
   bars.dataset.drawn = `${output}|${step}|${temperature}|${topP}|${topK}`;
   const cuts = [...(topP < 1 ? [`top-p ${topP}`] : []),

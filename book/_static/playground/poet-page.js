@@ -292,10 +292,11 @@ async function showDistribution(step, { scroll = true } = {}) {
     return;
   }
   if (number !== drawingBars) return;
-  // Every kept character has its bar (top-p at a high temperature keeps over a thousand: the
-  // list scrolls), so the bars' probabilities add up to 1.
+  // The most probable characters, the written one, and the rest in one line (top-p at a high
+  // temperature keeps thousands).
   bars.innerHTML = barsHtml(kept, (id) => tokens[id], written_, "poet",
-    { plain: temperature === 1 && topP === 1 ? null : plain, force: step + 1 });
+    { plain: temperature === 1 && topP === 1 ? null : plain, force: step + 1,
+      noun: "character" });
   bars.dataset.kept = String(kept.length);
   bars.dataset.temperature = String(temperature);
   bars.dataset.topP = String(topP);
