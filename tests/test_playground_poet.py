@@ -686,6 +686,12 @@ def test_page_writes_poems(browser, exported, width, dark):
     assert tab.locator("#poet-call").inner_text() == (
         'pretrained_poet().write("白日依山尽，", temperature=0, top_p=0.9, seed=0)'
     )
+    # The reader asks for less motion now (the page reads the setting at each poem): the
+    # poems below are shown whole, at once.
+    tab.emulate_media(reduced_motion="reduce")
+    tab.evaluate(WATCH_JS)
+    write(tab, "白日依山尽，", acrostic=False, temperature=0)
+    assert len(set(tab.evaluate("() => window.poemTexts"))) <= 2, "still animated"
     # Another seed, another poem; the same seed again, the same poem.
     one, two = (write(tab, "", acrostic=False, temperature=0.8, seed=s) for s in (1, 2))
     assert one != two and write(tab, "", acrostic=False, temperature=0.8, seed=1) == one
