@@ -120,6 +120,11 @@ def test_the_length_sweep_scores_a_learned_table_only_where_it_has_rows(toy, tmp
             assert len(known) == length.TRAIN_LEN - 1
         else:
             assert len(known) == 49 and all(value > 0 for value in known)
+        # early stopping: the weights of the lowest held-out score, and the last step's
+        run = runs["0"]
+        assert run["four_verse_perplexity"] == min(value for _, value in run["held_out_curve"])
+        assert [run["best_step"], run["four_verse_perplexity"]] in run["held_out_curve"]
+        assert len(run["loss_by_position_end"]) == 49
     # named, the device (--device: a GPU where there is one) changes nothing on the CPU
     again = length.sweep_and_write(tmp_path / "again", ["rotary"], [0], dict(training, device="cpu"), 1)
     assert again["runs"]["rotary"] == record["runs"]["rotary"] and again["settings"]["device"] == "cpu"
