@@ -216,8 +216,9 @@ def has_bf16_matmul(device) -> bool:
         except RuntimeError:  # a torch built without MPS
             return False
     if device.type == "cpu":
-        capped = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA"))
-        if (capped or "").upper() in NO_BF16_ISAS:
+        names = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # the newer name first
+        capped = next((os.environ[name] for name in names if name in os.environ), "")
+        if capped.upper() in NO_BF16_ISAS:
             return False
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
