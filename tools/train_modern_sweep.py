@@ -6,6 +6,8 @@
     python tools/train_modern_sweep.py --steps 800 --arms gpt2 modern --workers 1 --keep runs/modern
         # the poet's budget, one run at a time, each kept in runs/modern as it ends (stop and go on)
     python tools/train_modern_sweep.py --device cuda   # every arm on a GPU (one at a time)
+    python tools/train_modern_sweep.py --arms gpt2 modern --lr 0.001   # the learning-rate grid:
+        # weights/modern_sweep_lr0.001.json (sweep_record("modern_sweep", lr=0.001))
 
 On chapter 15's Tang poems (``poem_split`` and ``PoemVocabulary`` as the package defines them), with
 the poet's recipe (``train_lm``: AdamW at 3e-3, warm-up then linear decay) and the same batches for
@@ -24,7 +26,10 @@ at that budget, three seeds, made on 2026-11-28 on a 2-core Intel Xeon, two runs
 two blocks first (10 to 21 minutes a run on the then busy machine), then the four arms that undo
 one change at a time, with ``--keep`` reading the blocks' kept runs (9 to 10 minutes a run, 56
 minutes of wall time); ``timings`` has each run's seconds. ``--check`` retrains its default arm
-(about 10 to 20 minutes). One learning rate, the poet's, serves every arm: no grid was run.
+(about 10 to 20 minutes). The arms share the poet's learning rate; the two blocks were also
+trained at the other rates of ``LR_GRID`` (``--lr``: the same seeds and batches, one record a
+rate, ``weights/modern_sweep_lrLR.json``; 2026-11-28, two runs side by side, 10 to 12 minutes
+a run, 32 minutes for 1e-3).
 Writes ``src/transformer_book/weights/modern_sweep.json``: ``settings``, ``arms`` (each arm's
 configuration and parameter count), ``runs`` (arm -> seed -> held-out perplexity, the held-out
 curve, and the training loss every ``LOSS_EVERY`` steps) and ``timings`` (seconds per run, kept

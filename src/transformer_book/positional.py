@@ -271,7 +271,7 @@ def apply_rotary(
     return x * cos + turned * sin
 
 
-# %% book/16_modern_decoder.ipynb, cell 65
+# %% book/16_modern_decoder.ipynb, cell 67
 from transformer_book.masking import subsequent_mask
 
 
