@@ -1,9 +1,7 @@
 """Length beyond training (chapter 16): five position schemes trained on four-verse poems, recorded.
 
-    python tools/train_length_sweep.py --steps 200 --batch-size 32 --arms rotary alibi none   # the record (26.7 min, shared machine)
-    python tools/train_length_sweep.py                 # every arm at the shipped poet's budget
-    python tools/train_length_sweep.py --check --steps 200 --batch-size 32 --arms rotary alibi none  # one arm
-    python tools/train_length_sweep.py --check --arm alibi
+    python tools/train_length_sweep.py                 # the record: every arm at the shipped poet's budget
+    python tools/train_length_sweep.py --check --arm alibi   # retrain one arm, compare it with the record
 
 A small ``ModernDecoder`` (``SIZE``) is trained on the four-verse poems of chapter 15's training
 split only (26 tokens: <s>, four verses of six characters, <s>), once for each way of giving it
@@ -21,8 +19,8 @@ predictions: 48 characters and the closing <s>); the last step's weights too
 (``loss_by_position_end``). A rotary run is scored on the eight-verse poems twice more, its angles stretched by
 ``RESCALED`` (``rope_frequencies``: position interpolation and the NTK-aware base, factor 2, no
 further training). ``TRAINING`` is the shipped poet's budget (800 steps of 64 poems); the
-committed record is what fitted on the shared 2-core machine (its ``settings`` say which steps and
-arms ran). A learned table has no row for a position it was never
+committed record is every arm at that budget, three seeds (2026-11-28, the 2-core Intel Xeon, two
+runs side by side: 26.5 minutes; ``timings`` has each run's seconds). A learned table has no row for a position it was never
 given: it is built with ``TRAIN_LEN`` rows and scored on the first ``TRAIN_LEN`` tokens only (its
 later positions are recorded as null). The vocabulary is the whole training split's, as in chapter
 15, so that the eight-verse poems' characters are known.
