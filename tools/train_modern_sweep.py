@@ -29,7 +29,7 @@ minutes of wall time); ``timings`` has each run's seconds. ``--check`` retrains 
 (about 10 to 20 minutes). The arms share the poet's learning rate; the two blocks were also
 trained at the other rates of ``LR_GRID`` (``--lr``: the same seeds and batches, one record a
 rate, ``weights/modern_sweep_lrLR.json``; 2026-11-28, two runs side by side, 10 to 12 minutes
-a run, 32 minutes for 1e-3).
+a run, 32 and 33 minutes for 1e-3 and 1e-2).
 Writes ``src/transformer_book/weights/modern_sweep.json``: ``settings``, ``arms`` (each arm's
 configuration and parameter count), ``runs`` (arm -> seed -> held-out perplexity, the held-out
 curve, and the training loss every ``LOSS_EVERY`` steps) and ``timings`` (seconds per run, kept

@@ -21,7 +21,7 @@ from transformer_book.validation import check_positive_int, check_positive_numbe
 SWEEPS = ("modern_sweep", "length_sweep")  # weights/NAME.json, by tools/train_NAME.py
 # The learning rates tried beside the poet's (tools/train_modern_sweep.py --lr), each
 # recorded in its own file, weights/NAME_lrLR.json
-LR_GRID = {"modern_sweep": (0.001,), "length_sweep": ()}
+LR_GRID = {"modern_sweep": (0.001, 0.01), "length_sweep": ()}
 
 
 def sweep_file(name: str, lr: float | None = None) -> str:
