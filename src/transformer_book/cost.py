@@ -237,7 +237,8 @@ def matmul_peak(
     times after a warm-up, on the threads in use (``torch.get_num_threads()`` on
     the CPU): the best rate, a peak this machine reaches now. ``size`` defaults to
     1,024 on the CPU and 4,096 on a GPU. Each timing runs enough products to last
-    about 20 ms."""
+    about 20 ms; where one product takes longer, fewer timings are taken, about a
+    second of them (a slow device's rate varies little from one to the next)."""
     device = torch.device(device)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point torch.dtype; got {dtype!r}")
@@ -256,9 +257,12 @@ def matmul_peak(
         return time.perf_counter() - start
 
     seconds(1)  # warm-up
-    count = max(1, min(1000, round(0.02 / max(seconds(1), 1e-9))))
-    best = min(seconds(count) / count for _ in range(repeats))
-    return 2 * size**3 / best
+    first = seconds(1)
+    count = max(1, min(1000, round(0.02 / max(first, 1e-9))))
+    timings = [first] if count == 1 else []  # one product: already a timing
+    while len(timings) < repeats and (not timings or sum(timings) < 1.0):
+        timings.append(seconds(count) / count)
+    return 2 * size**3 / min(timings)
 
 
 def mfu(flops: float, seconds: float, peak: float) -> float:
