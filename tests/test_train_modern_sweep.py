@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+import throughput
 import train_length_sweep as length
 import train_modern_sweep as sweep
 import transformer_book
@@ -29,6 +30,7 @@ def toy(monkeypatch):
     monkeypatch.setattr(sweep, "SIZE", dict(d_model=16, heads=4, layers=1))
     monkeypatch.setattr(sweep, "MODERN", dict(sweep.SIZE, kv_heads=2, tie_embeddings=True, max_len=64))
     monkeypatch.setattr(length, "SIZE", dict(d_model=16, heads=4, layers=1, tie_embeddings=True))
+    monkeypatch.setattr(throughput, "PEAK_SIZE", 64)  # a peak in milliseconds: no speed is checked
 
 
 def test_sweeps_are_seeded_and_check_finds_a_change(toy, tmp_path, monkeypatch):
