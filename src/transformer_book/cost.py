@@ -259,8 +259,8 @@ def matmul_peak(
     seconds(1)  # warm-up
     first = seconds(1)
     count = max(1, min(1000, round(0.02 / max(first, 1e-9))))
-    timings = [first] if count == 1 else []  # one product: already a timing
-    while len(timings) < repeats and (not timings or sum(timings) < 1.0):
+    timings = [first] if count == 1 else []  # seconds a product; one product: timed
+    while len(timings) < repeats and count * sum(timings) < 1.0:  # about a second
         timings.append(seconds(count) / count)
     return 2 * size**3 / min(timings)
 
