@@ -19,10 +19,15 @@ from transformer_book import (
     flat_groups,
     grpo_advantages,
     grpo_loss,
+    next_log_probs,
     normalized_dpo_loss,
+    picked,
     poem_losses,
     preference_pairs,
+    repeat_unlikelihood,
     response_mask,
+    rhyme_characters,
+    rhyme_positions,
     rhyme_reward,
     sample_group,
     sequence_log_probs,
@@ -160,3 +165,60 @@ def test_grpo_loss_refuses_mismatched_shapes_and_a_bad_epsilon():
         grpo_loss(values, values, values, torch.zeros(3), mask)
     with pytest.raises(ValueError, match="epsilon must be in"):
         grpo_loss(values, values, values, torch.zeros(2), mask, epsilon=1.5)
+
+
+def test_token_log_probs_pick_the_tokens_that_came_from_the_whole_distribution():
+    poet = toy_poet()
+    tokens = torch.tensor([poet.vocab.encode(POEMS[0])])
+    every = next_log_probs(poet.model, tokens)
+    assert every.shape == (1, tokens.size(1) - 1, len(poet.vocab))
+    assert torch.allclose(every.exp().sum(-1), torch.ones(1, tokens.size(1) - 1))
+    assert torch.equal(picked(every, tokens), token_log_probs(poet.model, tokens))
+
+
+def test_rhyme_positions_are_where_the_rhyme_characters_stand():
+    cut, odd = "床前明月光，疑是地上霜。举头望明", "春眠不觉晓，处处闻啼鸟？夜来风雨声，花落知多少。"
+    for poem in [*POEMS, cut, odd, "一句。", ""]:
+        assert [poem[i] for i in rhyme_positions(poem)] == rhyme_characters(poem), poem
+    assert rhyme_positions(POEMS[0]) == [10, 22]
+
+
+def unlikelihood_case():
+    """A poem of four even verses over a vocabulary of 6 tokens (a character a token), with
+    log-probabilities chosen so that the term can be written out by hand."""
+    poem = "甲甲甲甲甲，甲甲甲甲乙。甲甲甲甲甲，甲甲甲甲乙。甲甲甲甲甲，甲甲甲甲丙。甲甲甲甲甲，甲甲甲甲乙。"
+    ids = {"甲": 1, "乙": 2, "丙": 3, "，": 4, "。": 5}
+    tokens = torch.tensor([[0] + [ids[c] for c in poem]])
+    probs = torch.full((1, len(poem), 6), 1 / 6, dtype=torch.float64)
+    return poem, tokens, probs
+
+
+def test_the_unlikelihood_term_is_minus_log_of_not_repeating_at_each_later_rhyme():
+    poem, tokens, probs = unlikelihood_case()
+    ends = rhyme_positions(poem)  # 乙, 乙, 丙, 乙
+    probs[0, ends[1], 2] = 0.5  # the second even verse: 乙 used before
+    probs[0, ends[2], [2, 3]] = torch.tensor([0.25, 0.5], dtype=torch.float64)  # 乙 used; 丙 not yet
+    probs[0, ends[3], [2, 3]] = torch.tensor([0.2, 0.3], dtype=torch.float64)  # 乙 and 丙 (乙 counted once)
+    log_probs = probs.log().requires_grad_()
+    term = repeat_unlikelihood(log_probs, tokens, [poem])
+    expected = -(math.log(1 - 0.5) + math.log(1 - 0.25) + math.log(1 - 0.5))
+    assert term.item() == pytest.approx(expected, rel=1e-12)
+    term.backward()
+    touched = {tuple(index) for index in log_probs.grad.nonzero().tolist()}
+    assert touched == {(0, ends[1], 2), (0, ends[2], 2), (0, ends[3], 2), (0, ends[3], 3)}
+    # averaged over the poems; a poem with one even verse (or none) adds nothing but counts
+    cut = "甲甲甲甲甲，甲甲甲甲乙。"
+    two = repeat_unlikelihood(log_probs.detach().repeat(2, 1, 1), tokens.repeat(2, 1), [poem, cut])
+    assert two.item() == pytest.approx(expected / 2, rel=1e-12)
+    assert repeat_unlikelihood(log_probs.detach(), tokens, [cut]).item() == 0.0
+
+
+def test_grpo_with_the_unlikelihood_term_keeps_every_group_and_records_the_term():
+    history = train_grpo(toy_poet(), 2, groups=2, group_size=4, reward=lambda poem: float("月" in poem),
+                         unlikelihood=0.5, seed=1)  # fmt: skip
+    assert all("unlikelihood" in record and record["unlikelihood"] >= 0 for record in history)
+    plain = train_grpo(toy_poet(), 1, groups=2, group_size=4, reward=lambda poem: float("月" in poem), seed=1)
+    assert "unlikelihood" not in plain[0]
+    for bad in (-0.1, "0.3", float("nan")):
+        with pytest.raises(ValueError, match=f"unlikelihood must be a positive number; got unlikelihood={bad!r}"):
+            train_grpo(toy_poet(), 1, groups=1, group_size=2, unlikelihood=bad)

@@ -178,9 +178,19 @@ def token_log_probs(model, tokens: torch.Tensor) -> torch.Tensor:
 
     One teacher-forced pass of a decoder-only model (the poet), with gradients: what
     DPO and GRPO train. ``tokens[:, 0]`` is <s>, which is never predicted."""
-    logits = model(tokens[:, :-1])  # (batch, seq - 1, vocab)
+    return picked(next_log_probs(model, tokens), tokens)
+
+
+def next_log_probs(model, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(each token of the vocabulary | the tokens before position t), t >= 1:
+    (batch, seq) -> (batch, seq - 1, vocab)."""
+    return model(tokens[:, :-1]).log_softmax(dim=-1)
+
+
+def picked(log_probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Of ``next_log_probs(model, tokens)``, those of the tokens that came next."""
     targets = tokens[:, 1:].unsqueeze(-1)  # (batch, seq - 1, 1)
-    return logits.log_softmax(dim=-1).gather(-1, targets).squeeze(-1)
+    return log_probs.gather(-1, targets).squeeze(-1)
 
 
 def response_mask(tokens: torch.Tensor, end_id: int) -> torch.Tensor:
@@ -203,7 +213,9 @@ def sequence_log_probs(model, tokens: torch.Tensor, end_id: int) -> torch.Tensor
 __all__ = [
     "exact_match_accuracy",
     "mean_token_loss",
+    "next_log_probs",
     "perplexity",
+    "picked",
     "poem_losses",
     "response_mask",
     "sequence_log_prob",

@@ -69,7 +69,7 @@ def sample_group(poet, group_size, temperature=0.8, top_p=0.9, generator=None):
     return tokens, poems
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 19
+# %% book/20_preferences_and_rewards.ipynb, cell 20
 def dpo_loss(
     policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta
 ):
@@ -115,7 +115,7 @@ def normalized_dpo_loss(
     )
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 22
+# %% book/20_preferences_and_rewards.ipynb, cell 23
 def preference_pairs(
     poet, count, seed=0, temperature=0.8, top_p=0.9, reward=rhyme_reward
 ):

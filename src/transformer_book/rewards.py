@@ -2,10 +2,11 @@
 # change the cell named above the code (# %% book/NN_name.ipynb, cell K), re-execute that chapter
 # and run `python tools/export_package.py`.
 
-# %% book/20_preferences_and_rewards.ipynb, cell 26
+# %% book/20_preferences_and_rewards.ipynb, cell 27
 """A verifiable reward (chapter 20): GRPO's group-normalised advantages, its clipped
-loss with a KL term, the loop that trains the poet on the rhyme reward, and the recipe
-of both arms (DPO's loss and pairs are in ``preference``)."""
+loss with a KL term, the loop that trains the poet on the rhyme reward, an
+unlikelihood term against repeated rhyme characters, and the recipe of every arm
+(DPO's loss and pairs are in ``preference``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer_book.evaluation import (
+    next_log_probs,
+    picked,
     response_mask,
     token_log_probs,
 )
@@ -27,10 +30,10 @@ from transformer_book.preference import (
     strict_rhyme_reward,
     train_dpo,
 )
-from transformer_book.rhyme import repeats_rhyme
+from transformer_book.rhyme import repeats_rhyme, rhyme_positions
 from transformer_book.shipped import load_record, seeded_name
 from transformer_book.training import training_steps
-from transformer_book.validation import check_positive_int
+from transformer_book.validation import check_positive_int, check_positive_number
 
 
 def flat_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -129,7 +132,7 @@ def grpo_loss(
     return loss, statistics
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 29
+# %% book/20_preferences_and_rewards.ipynb, cell 30
 def _padded(rows: list[torch.Tensor], value: int) -> torch.Tensor:
     width = max(row.size(1) for row in rows)
     return torch.cat(
@@ -138,14 +141,23 @@ def _padded(rows: list[torch.Tensor], value: int) -> torch.Tensor:
 
 
 def grpo_round(
-    poet, reference, groups, group_size, temperature, top_p, generator, reward
+    poet,
+    reference,
+    groups,
+    group_size,
+    temperature,
+    top_p,
+    generator,
+    reward,
+    keep_flat=False,
 ):
     """One round of GRPO's data: ``groups`` groups of ``group_size`` poems drawn with
-    the cache and scored by ``reward``, the groups with zero reward variance left out.
+    the cache and scored by ``reward``, the groups with zero reward variance left out
+    (kept with ``keep_flat``: their advantages are 0, but other terms read them).
 
     Returns the batch (tokens, response mask, advantages, the poet's and the
-    reference's log-probabilities, of the kept poems) and the round's record; twenty
-    draws in a row with only such groups raise a RuntimeError."""
+    reference's log-probabilities, the poems, of the kept poems) and the round's
+    record; twenty draws in a row with only such groups raise a RuntimeError."""
     for _ in range(20):
         drawn = [
             sample_group(poet, group_size, temperature, top_p, generator)
@@ -162,7 +174,7 @@ def grpo_round(
             "the reward gives the poet no signal"
         )
     advantages = grpo_advantages(scores, group_size, allow_flat=True)
-    kept = (~flat).repeat_interleave(group_size)
+    kept = (~flat | keep_flat).repeat_interleave(group_size)
     end = poet.vocab.boundary_id
     tokens = _padded([t for t, _ in drawn], end)[kept]
     with torch.no_grad():
@@ -175,7 +187,8 @@ def grpo_round(
         flat_groups=int(flat.sum()),
     )
     batch = tokens, response_mask(tokens, end), advantages[kept].to(tokens.device)
-    return (*batch, old, ref), record
+    kept_poems = [poem for poem, keep in zip(poems, kept.tolist()) if keep]
+    return (*batch, old, ref, kept_poems), record
 
 
 def train_grpo(
@@ -191,6 +204,7 @@ def train_grpo(
     top_p=0.9,
     seed=0,
     reward=rhyme_reward,
+    unlikelihood=0.0,
 ):
     """Teach ``poet`` (in place) to earn ``reward`` by GRPO; return one record a step.
 
@@ -198,30 +212,35 @@ def train_grpo(
     them, and takes ``iterations`` steps of chapter 9's ``training_steps`` on them
     (AdamW, ``grpo_loss`` against a frozen copy of the starting poet). Groups with
     zero reward variance are left out of the batch and counted; twenty rounds in a
-    row without any other group raise a RuntimeError."""
+    row without any other group raise a RuntimeError. ``unlikelihood`` > 0 adds that
+    weight of ``repeat_unlikelihood`` (below) to the loss and keeps every group."""
     check_positive_int("steps", steps)
     check_positive_int("iterations", iterations)
     model = poet.model
     reference = copy.deepcopy(model).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(seed)
-    rounds = []
-
+    rounds, statistics = [], []
     drawing = (groups, group_size, temperature, top_p, generator, reward)
+    if keep_flat := unlikelihood != 0:
+        check_positive_number("unlikelihood", unlikelihood)
 
     def batches():
         while True:
-            batch, record = grpo_round(poet, reference, *drawing)
+            batch, record = grpo_round(poet, reference, *drawing, keep_flat)
             rounds.append(record)
             for _ in range(iterations):
                 yield batch
 
-    statistics = []
-
     def loss_of(model, batch):
-        tokens, mask, advantages, old, ref = batch
-        new = token_log_probs(model, tokens)
+        tokens, mask, advantages, old, ref, poems = batch
+        every = next_log_probs(model, tokens)  # (batch, T, vocab)
+        new = picked(every, tokens)
         loss, stats = grpo_loss(new, old, ref, advantages, mask, epsilon, beta)
+        if keep_flat:
+            term = repeat_unlikelihood(every, tokens, poems)
+            loss = loss + unlikelihood * term
+            stats = dict(stats, unlikelihood=term.item())
         statistics.append(stats)
         return loss
 
@@ -234,11 +253,11 @@ def train_grpo(
     return history
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 35
+# %% book/20_preferences_and_rewards.ipynb, cell 36
 # How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
 # settings, each from the base poet. "grpo_no_kl" is GRPO without its KL term (beta 0)
 # and "grpo_plain" GRPO with the plain rhyme reward: what the term and the strict
-# reward buy against reward hacking.
+# reward buy against reward hacking; "grpo_unlikely" adds the unlikelihood term.
 REWARDS = {"rhyme": rhyme_reward, "strict_rhyme": strict_rhyme_reward}
 GRPO_RECIPE = dict(steps=144, groups=4, group_size=8, lr=3e-5, iterations=2)
 PREFERENCE_ARMS = {
@@ -247,6 +266,11 @@ PREFERENCE_ARMS = {
     "grpo": dict(GRPO_RECIPE, beta=0.1, reward="strict_rhyme"),
     "grpo_no_kl": dict(GRPO_RECIPE, beta=0.0, reward="strict_rhyme"),
     "grpo_plain": dict(GRPO_RECIPE, beta=0.1, reward="rhyme"),  # the gameable reward
+    # GRPO with the unlikelihood term against repeated rhyme characters (its weight
+    # chosen on pilots of seed 0; "Blame on the character" below)
+    "grpo_unlikely": dict(
+        GRPO_RECIPE, beta=0.1, reward="strict_rhyme", unlikelihood=0.3
+    ),
     # DPO: two epochs of the 512 pairs at beta 0.5; 200 steps at beta 0.1 over-trained
     # (held-out perplexity 91 -> 142, seed 0)
     "dpo": dict(pairs=512, steps=64, batch_size=16, lr=1e-4, beta=0.5),
@@ -266,8 +290,8 @@ def preference_record(arm: str, seed: int = 0) -> dict:
 def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
     """Train one arm of ``PREFERENCE_ARMS`` from the shipped poet: (Poet, history).
 
-    "grpo" and "grpo_no_kl": ``train_grpo`` with the reward of ``REWARDS`` their
-    recipe names (the plain rhyme reward where it names none); "dpo":
+    The GRPO arms: ``train_grpo`` with the reward of ``REWARDS`` their recipe names
+    (the plain rhyme reward where it names none) and the rest of the recipe; "dpo":
     ``train_dpo`` on ``preference_pairs`` of the poet's own poems. ``settings``
     replaces the arm's recipe (a dict as in ``PREFERENCE_ARMS``), ``steps`` its
     number of steps; the poet trains on ``device``, its poems drawn with a seeded
@@ -286,6 +310,27 @@ def tuned_poet(arm: str, steps=None, seed=0, device="cpu", settings=None):
     return poet, train_dpo(poet, pairs, **settings)
 
 
+# %% book/20_preferences_and_rewards.ipynb, cell 44
+def repeat_unlikelihood(log_probs, tokens, poems):
+    """The unlikelihood term against 重韵 (Welleck et al., 2019), per poem: 0-d.
+
+    At the character that closes each even verse after the first, -log(1 - p), p the
+    probability the poet gives there to the characters that closed the even verses
+    before it; summed over a poem's positions and averaged over ``poems``, the rows of
+    ``tokens`` (batch, seq) (a character a token, after <s>). ``log_probs`` (batch,
+    seq - 1, vocab) is ``next_log_probs`` of ``tokens``, with gradients."""
+    terms = []
+    for row, poem in enumerate(poems):
+        ends = rhyme_positions(poem)  # character i of the poem is target i
+        for k in range(1, len(ends)):
+            used = tokens[row, [end + 1 for end in ends[:k]]].unique()
+            p = log_probs[row, ends[k], used].exp().sum()
+            terms.append(-torch.log1p(-p.clamp(max=1 - 1e-6)))
+    if not terms:
+        return log_probs.new_zeros(())
+    return torch.stack(terms).sum() / len(poems)
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "GRPO_RECIPE",
@@ -298,6 +343,7 @@ __all__ = [
     "grpo_loss",
     "grpo_round",
     "preference_record",
+    "repeat_unlikelihood",
     "train_grpo",
     "tuned_poet",
 ]

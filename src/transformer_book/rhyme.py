@@ -90,6 +90,18 @@ def rhyme_report(poems) -> dict:
     )
 
 
+# %% book/20_preferences_and_rewards.ipynb, cell 17
+def rhyme_positions(poem: str) -> list[int]:
+    """The indices in ``poem`` of the characters ``rhyme_characters`` reads."""
+    positions, start = [], 0
+    for number, verse in enumerate(VERSE.findall(poem)):
+        text = verse.rstrip("，。？")  # a cut-off verse has no mark
+        if number % 2 == 1 and text:  # the even verses
+            positions.append(start + len(text) - 1)
+        start += len(verse)
+    return positions
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "CLASS_OF_FINAL",
@@ -99,6 +111,7 @@ __all__ = [
     "rhyme_characters",
     "rhyme_class",
     "rhyme_finals",
+    "rhyme_positions",
     "rhyme_report",
     "rhymes",
 ]
