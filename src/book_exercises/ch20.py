@@ -1,5 +1,5 @@
 """Chapter 20 exercises: IPO's loss, DPO with noisy labels, a GRPO advantage without the standard deviation,
-an advantage for each token.
+RLOO's leave-one-out advantage.
 
     from book_exercises import check
     check(ipo_loss, device=device)
@@ -7,8 +7,7 @@ an advantage for each token.
 Four steps the chapter does not show, on seeded summed log-probabilities and rewards: IPO's squared
 loss (Azar et al., 2023), conservative DPO's loss with label smoothing (a share of the pairs assumed
 flipped), the advantage of Dr. GRPO (Liu et al., 2025), which drops the group's standard deviation, and
-GRPO's advantages spread over a poem's tokens with a cost at each repeated rhyme character (blame on the
-character that broke the rule, by the advantage rather than by an unlikelihood term).
+RLOO's (Ahmadian et al., 2024), whose baseline for each response is the mean of its group's others.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from book_exercises.core import Case, Mistake, exercise, randn
-from transformer_book import rhyme_positions
 
 
 def _logps(seed, pairs=6):
@@ -186,88 +184,43 @@ def dr_grpo_advantages(rewards, group_size):
 
 
 # ---------------------------------------------------------------------------------------------
-# Exercise 4: an advantage for each token
-
-PLAIN = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"  # no repeat
-REPEAT = "白日依山尽，黄河入海流。欲穷千里目，更上一层流。"  # 流 closes verses 2 and 4
-TWICE = "春山临水远，独坐望青天。白鸟飞林外，孤云落海天。江流千里去，野树万家田。明月东南起，清风满地天。"
-EARLIER = "门前流水急，花落满柴门。欲问春何在，山深不见村。"  # 门 opens the poem, then closes verse 2
-CUT = "床前明月光，疑是地上霜。举头望明"  # cut off in verse 3
-
-
-def _token_cases():
-    return [
-        Case((randn(4, seed=241), [PLAIN, REPEAT, TWICE, EARLIER], 48, 1.0), "4 poems, 48 targets, cost 1"),
-        Case((randn(5, seed=242), [TWICE, CUT, REPEAT, EARLIER, PLAIN], 50, 0.5), "5 poems, 50 targets, cost 0.5"),
-    ]
-
-
-def _spread(advantages, length):
-    return advantages.unsqueeze(1).repeat(1, length)
-
-
-def _marked(advantages, poems, length, cost, places):
-    per_token = _spread(advantages, length)
-    for row, poem in enumerate(poems):
-        for index in places(poem):
-            per_token[row, index] -= cost
-    return per_token
-
-
-def _repeats(poem):
-    ends = rhyme_positions(poem)
-    return [end for k, end in enumerate(ends) if poem[end] in {poem[i] for i in ends[:k]}]
-
-
-def _first_uses(poem):  # for each repeat, the even verse that first closed on its character
-    ends = rhyme_positions(poem)
-    return [next(i for i in ends if poem[i] == poem[r]) for r in _repeats(poem)]
+# Exercise 4: RLOO's leave-one-out advantage
 
 
 @exercise(
-    cases=_token_cases,
-    success="each poem's advantage on its every target, less the cost at each repeated rhyme character",
+    cases=_drgrpo_cases,
+    success="each reward minus the mean of the other rewards of its group, as RLOO",
     mistakes=[
         Mistake(
-            "only the characters that repeat an earlier even verse's rhyme character pay, not every later "
-            "rhyme place: compare poem[end] with the characters that closed the even verses before.",
-            lambda a, p, n, c: _marked(a, p, n, c, lambda poem: rhyme_positions(poem)[1:]),
+            "the baseline leaves the poem out: the mean of the group's other group_size - 1 rewards, not of "
+            "all group_size (that is Dr. GRPO's advantage, smaller by (group_size - 1) / group_size).",
+            lambda r, g: (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)).flatten(),
         ),
         Mistake(
-            "the blame goes to the repeat, the later of the two verses: the first use of a rhyme character "
-            "is no fault.",
-            lambda a, p, n, c: _marked(a, p, n, c, _first_uses),
+            "the others are group_size - 1 rewards: divide their sum by group_size - 1, not by group_size.",
+            lambda r, g: (r.view(-1, g) - (r.view(-1, g).sum(1, keepdim=True) - r.view(-1, g)) / g).flatten(),
         ),
         Mistake(
-            "character i of a poem is target i (tokens[:, 0] is <s>, never a target): index the advantages "
-            "by the position in the poem, not by the token's position (i + 1).",
-            lambda a, p, n, c: _marked(a, p, n, c, lambda poem: [i + 1 for i in _repeats(poem)]),
+            "RLOO does not divide by the group's standard deviation: reward minus the others' mean only.",
+            lambda r, g: (
+                (r.view(-1, g) - (r.view(-1, g).sum(1, keepdim=True) - r.view(-1, g)) / (g - 1))
+                / (r.view(-1, g).std(1, keepdim=True) + 1e-4)
+            ).flatten(),
         ),
         Mistake(
-            "the cost lowers the advantage at the fault: subtract it.",
-            lambda a, p, n, c: _marked(a, p, n, -c, _repeats),
+            "groups are consecutive: reshape to (groups, group_size), i.e. view(-1, group_size), "
+            "not view(group_size, -1).",
+            lambda r, g: (r.view(g, -1) - (r.view(g, -1).sum(0, keepdim=True) - r.view(g, -1)) / (g - 1)).flatten(),
         ),
         Mistake(
-            "a repeat is of a rhyme character, not of any earlier character: compare with the characters "
-            "that closed the earlier even verses (rhyme_positions), not with the whole poem before it.",
-            lambda a, p, n, c: _marked(
-                a, p, n, c, lambda poem: [end for end in rhyme_positions(poem) if poem[end] in poem[:end]]
-            ),
-        ),
-        Mistake(
-            "every repeat pays: a character that closes three even verses is at fault twice, in the second "
-            "and in the third.",
-            lambda a, p, n, c: _marked(a, p, n, c, lambda poem: _repeats(poem)[:1]),
+            "return one advantage per reward, in the rewards' order and shape (groups * group_size,): "
+            "flatten the (groups, group_size) view.",
+            lambda r, g: r.view(-1, g) - (r.view(-1, g).sum(1, keepdim=True) - r.view(-1, g)) / (g - 1),
         ),
     ],
 )
-def token_advantages(advantages, poems, length, cost):
-    """advantages (batch,) -> (batch, length): each poem's advantage at every target, less ``cost`` at
-    each character that closes an even verse on a rhyme character an earlier even verse closed on."""
-    per_token = advantages.unsqueeze(1).repeat(1, length)  # (batch, length)
-    for row, poem in enumerate(poems):
-        ends = rhyme_positions(poem)  # character i of the poem is target i
-        for k, end in enumerate(ends):
-            if poem[end] in {poem[i] for i in ends[:k]}:
-                per_token[row, end] -= cost
-    return per_token
+def rloo_advantages(rewards, group_size):
+    """Advantages of (groups * group_size,) rewards: each minus the mean of its group's other rewards."""
+    grouped = rewards.view(-1, group_size)  # (groups, group_size)
+    others = (grouped.sum(dim=1, keepdim=True) - grouped) / (group_size - 1)
+    return (grouped - others).flatten()
