@@ -31,6 +31,7 @@ from transformer_book import (
     rhyme_reward,
     sample_group,
     sequence_log_probs,
+    token_advantages,
     token_log_probs,
     train_dpo,
     train_grpo,
@@ -161,7 +162,9 @@ def test_grpo_loss_refuses_mismatched_shapes_and_a_bad_epsilon():
     values, mask = torch.zeros(2, 3), torch.ones(2, 3)
     with pytest.raises(ValueError, match=r"each be \(batch, T\); got \[\(2, 3\), \(2, 3\), \(2, 2\), \(2, 3\)\]"):
         grpo_loss(values, values, torch.zeros(2, 2), torch.zeros(2), mask)
-    with pytest.raises(ValueError, match=r"advantages must be \(batch,\) = \(2,\); got \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"advantages must be \(batch,\) = \(2,\) or \(batch, T\) = \(2, 3\); got \(3,\)"
+    ):
         grpo_loss(values, values, values, torch.zeros(3), mask)
     with pytest.raises(ValueError, match="epsilon must be in"):
         grpo_loss(values, values, values, torch.zeros(2), mask, epsilon=1.5)
@@ -222,3 +225,31 @@ def test_grpo_with_the_unlikelihood_term_keeps_every_group_and_records_the_term(
     for bad in (-0.1, "0.3", float("nan")):
         with pytest.raises(ValueError, match=f"unlikelihood must be a positive number; got unlikelihood={bad!r}"):
             train_grpo(toy_poet(), 1, groups=1, group_size=2, unlikelihood=bad)
+
+
+def test_token_advantages_cost_each_repeat_at_its_own_character():
+    plain = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"
+    thrice = "春山临水远，独坐望青天。白鸟飞林外，孤云落海天。江流千里去，野树万家田。明月东南起，清风满地天。"
+    earlier = "门前流水急，花落满柴门。欲问春何在，山深不见村。"  # 门 opens the poem: not a repeat
+    shaped = token_advantages(torch.tensor([1.0, -0.5, 0.25]), [plain, thrice, earlier], 50, 2.0)
+    expected = torch.tensor([1.0, -0.5, 0.25]).unsqueeze(1).repeat(1, 50)
+    expected[1, [22, 46]] -= 2.0  # verses 4 and 8 close on 天, as verse 2 did; verse 2 itself is no fault
+    assert torch.equal(shaped, expected)
+
+
+def test_grpo_loss_reads_one_advantage_a_token_as_one_a_response_when_they_agree():
+    torch.manual_seed(0)
+    new, old, ref = (torch.randn(3, 5, dtype=torch.float64) for _ in range(3))
+    mask, advantages = torch.ones(3, 5), torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    one, _ = grpo_loss(new, old, ref, advantages, mask, beta=0.1)
+    each, _ = grpo_loss(new, old, ref, advantages.unsqueeze(1).expand(3, 5), mask, beta=0.1)
+    assert torch.equal(one, each)
+
+
+def test_grpo_with_a_repeat_cost_trains_and_refuses_a_bad_cost():
+    history = train_grpo(toy_poet(), 2, groups=2, group_size=4, reward=lambda poem: float("月" in poem),
+                         repeat_cost=1.0, seed=1)  # fmt: skip
+    assert [r["step"] for r in history] == [1, 2]
+    for bad in (-1.0, "1", float("inf")):
+        with pytest.raises(ValueError, match=f"repeat_cost must be a positive number; got repeat_cost={bad!r}"):
+            train_grpo(toy_poet(), 1, groups=1, group_size=2, repeat_cost=bad)

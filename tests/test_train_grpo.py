@@ -33,10 +33,11 @@ def toy(monkeypatch):
 
 def test_the_arms_include_grpo_without_its_kl_term_with_the_plain_reward_and_with_unlikelihood():
     arms, rewards = transformer_book.PREFERENCE_ARMS, transformer_book.REWARDS
-    assert set(arms) == {"grpo", "grpo_no_kl", "grpo_plain", "grpo_unlikely", "dpo"}
+    assert set(arms) == {"grpo", "grpo_no_kl", "grpo_plain", "grpo_unlikely", "grpo_token", "dpo"}
     assert arms["grpo_no_kl"] == {**arms["grpo"], "beta": 0.0} and arms["grpo"]["beta"] > 0
     assert arms["grpo_plain"] == {**arms["grpo"], "reward": "rhyme"}
     assert arms["grpo_unlikely"] == {**arms["grpo"], "unlikelihood": 0.3}
+    assert arms["grpo_token"] == {**arms["grpo"], "repeat_cost": 3.0}
     assert rewards[arms["grpo"]["reward"]] is transformer_book.strict_rhyme_reward
 
 

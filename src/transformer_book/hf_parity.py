@@ -277,7 +277,7 @@ def llama_from_hf(theirs) -> ModernDecoder:
     return ours.train(theirs.training)
 
 
-# %% book/20_preferences_and_rewards.ipynb, cell 51
+# %% book/20_preferences_and_rewards.ipynb, cell 54
 # The way back (chapter 20): our GPT copied into a Hugging Face GPT-2, so that a
 # library written for transformers' models (trl) can train or score the poet.
 HF_ACTIVATION_NAMES = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}

@@ -90,7 +90,8 @@ def grpo_loss(
 
     ``log_probs`` (batch, T) of the sampled tokens under the policy being trained,
     ``old_log_probs`` under the policy that sampled them, ``reference_log_probs``
-    under the frozen reference; ``advantages`` (batch,); ``mask`` (batch, T) the
+    under the frozen reference; ``advantages`` (batch,), or (batch, T) for one a
+    token (``token_advantages``, below); ``mask`` (batch, T) the
     response's tokens. Per token: -min(r A, clip(r, 1 - eps, 1 + eps) A) + beta KL,
     r = exp(log_probs - old), KL = r (exp(ref - log_probs) - (ref - log_probs) - 1):
     the "k3" estimator, weighted by r because the tokens were drawn by the old
@@ -103,17 +104,18 @@ def grpo_loss(
             "log_probs, old_log_probs, reference_log_probs and mask must each be "
             f"(batch, T); got {[tuple(t.shape) for t in given]}"
         )
-    if tuple(advantages.shape) != (log_probs.size(0),):
+    if tuple(advantages.shape) not in ((log_probs.size(0),), tuple(log_probs.shape)):
         raise ValueError(
-            f"advantages must be (batch,) = ({log_probs.size(0)},); "
-            f"got {tuple(advantages.shape)}"
+            f"advantages must be (batch,) = ({log_probs.size(0)},) or (batch, T) = "
+            f"{tuple(log_probs.shape)}; got {tuple(advantages.shape)}"
         )
     if not 0 < epsilon < 1:
         raise ValueError(f"epsilon must be in (0, 1); got epsilon={epsilon!r}")
     mask = mask.to(log_probs.dtype)
     ratio = torch.exp(log_probs - old_log_probs)  # (batch, T)
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
-    advantage = advantages.unsqueeze(1)  # (batch, 1)
+    # one advantage a response, (batch, 1), or one a token, (batch, T)
+    advantage = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     per_token = -torch.min(ratio * advantage, clipped * advantage)
     gap = reference_log_probs - log_probs
     kl = (torch.exp(gap) - gap - 1) * ratio  # k3 >= 0, weighted: drawn by old
@@ -150,10 +152,13 @@ def grpo_round(
     generator,
     reward,
     keep_flat=False,
+    repeat_cost=0.0,
 ):
     """One round of GRPO's data: ``groups`` groups of ``group_size`` poems drawn with
     the cache and scored by ``reward``, the groups with zero reward variance left out
     (kept with ``keep_flat``: their advantages are 0, but other terms read them).
+    ``repeat_cost`` > 0 gives each token its own advantage (``token_advantages``) and
+    keeps the flat groups that repeat a rhyme character: their repeats still cost.
 
     Returns the batch (tokens, response mask, advantages, the poet's and the
     reference's log-probabilities, the poems, of the kept poems) and the round's
@@ -174,7 +179,11 @@ def grpo_round(
             "the reward gives the poet no signal"
         )
     advantages = grpo_advantages(scores, group_size, allow_flat=True)
-    kept = (~flat | keep_flat).repeat_interleave(group_size)
+    kept = ~flat | keep_flat
+    if repeat_cost:
+        repeats = torch.tensor([repeats_rhyme(poem) for poem in poems])
+        kept = kept | repeats.view(-1, group_size).any(dim=1)
+    kept = kept.repeat_interleave(group_size)
     end = poet.vocab.boundary_id
     tokens = _padded([t for t, _ in drawn], end)[kept]
     with torch.no_grad():
@@ -186,8 +195,12 @@ def grpo_round(
         repeated=sum(map(repeats_rhyme, poems)) / len(poems),  # the hack to watch
         flat_groups=int(flat.sum()),
     )
-    batch = tokens, response_mask(tokens, end), advantages[kept].to(tokens.device)
     kept_poems = [poem for poem, keep in zip(poems, kept.tolist()) if keep]
+    advantages = advantages[kept]
+    if repeat_cost:
+        width = tokens.size(1) - 1  # the targets
+        advantages = token_advantages(advantages, kept_poems, width, repeat_cost)
+    batch = tokens, response_mask(tokens, end), advantages.to(tokens.device)
     return (*batch, old, ref, kept_poems), record
 
 
@@ -205,29 +218,29 @@ def train_grpo(
     seed=0,
     reward=rhyme_reward,
     unlikelihood=0.0,
+    repeat_cost=0.0,
 ):
     """Teach ``poet`` (in place) to earn ``reward`` by GRPO; return one record a step.
 
-    Each round samples ``groups`` groups of ``group_size`` poems with the cache, scores
-    them, and takes ``iterations`` steps of chapter 9's ``training_steps`` on them
-    (AdamW, ``grpo_loss`` against a frozen copy of the starting poet). Groups with
-    zero reward variance are left out of the batch and counted; twenty rounds in a
-    row without any other group raise a RuntimeError. ``unlikelihood`` > 0 adds that
-    weight of ``repeat_unlikelihood`` (below) to the loss and keeps every group."""
+    Each round (``grpo_round``: flat groups left out and counted) takes ``iterations``
+    steps of chapter 9's ``training_steps`` (AdamW, ``grpo_loss`` against a frozen copy
+    of the starting poet). Below: ``unlikelihood`` adds that weight of
+    ``repeat_unlikelihood``; ``repeat_cost`` lowers a repeated rhyme's advantage."""
     check_positive_int("steps", steps)
     check_positive_int("iterations", iterations)
-    model = poet.model
+    for name, weight in (("unlikelihood", unlikelihood), ("repeat_cost", repeat_cost)):
+        if weight != 0:
+            check_positive_number(name, weight)
+    model, keep_flat = poet.model, unlikelihood != 0
     reference = copy.deepcopy(model).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(seed)
     rounds, statistics = [], []
-    drawing = (groups, group_size, temperature, top_p, generator, reward)
-    if keep_flat := unlikelihood != 0:
-        check_positive_number("unlikelihood", unlikelihood)
+    draw = (groups, group_size, temperature, top_p, generator, reward)
 
     def batches():
         while True:
-            batch, record = grpo_round(poet, reference, *drawing, keep_flat)
+            batch, record = grpo_round(poet, reference, *draw, keep_flat, repeat_cost)
             rounds.append(record)
             for _ in range(iterations):
                 yield batch
@@ -257,7 +270,8 @@ def train_grpo(
 # How tools/train_grpo.py teaches the shipped poet (on one CPU thread): each arm's
 # settings, each from the base poet. "grpo_no_kl" is GRPO without its KL term (beta 0)
 # and "grpo_plain" GRPO with the plain rhyme reward: what the term and the strict
-# reward buy against reward hacking; "grpo_unlikely" adds the unlikelihood term.
+# reward buy against reward hacking; "grpo_unlikely" adds the unlikelihood term and
+# "grpo_token" a cost on the advantage of each repeated rhyme character.
 REWARDS = {"rhyme": rhyme_reward, "strict_rhyme": strict_rhyme_reward}
 GRPO_RECIPE = dict(steps=144, groups=4, group_size=8, lr=3e-5, iterations=2)
 PREFERENCE_ARMS = {
@@ -271,6 +285,9 @@ PREFERENCE_ARMS = {
     "grpo_unlikely": dict(
         GRPO_RECIPE, beta=0.1, reward="strict_rhyme", unlikelihood=0.3
     ),
+    # GRPO with a cost on the advantage of each repeated rhyme character (chosen on
+    # pilots of seed 0, costs 1, 3 and 10)
+    "grpo_token": dict(GRPO_RECIPE, beta=0.1, reward="strict_rhyme", repeat_cost=3.0),
     # DPO: two epochs of the 512 pairs at beta 0.5; 200 steps at beta 0.1 over-trained
     # (held-out perplexity 91 -> 142, seed 0)
     "dpo": dict(pairs=512, steps=64, batch_size=16, lr=1e-4, beta=0.5),
@@ -331,6 +348,22 @@ def repeat_unlikelihood(log_probs, tokens, poems):
     return torch.stack(terms).sum() / len(poems)
 
 
+# %% book/20_preferences_and_rewards.ipynb, cell 47
+def token_advantages(advantages, poems, length, cost):
+    """Each poem's advantage on its every target, less ``cost`` at each repeat.
+
+    ``advantages`` (batch,) of ``poems`` -> (batch, length): a character that closes an
+    even verse on a rhyme character an earlier even verse closed on costs ``cost``
+    (one closing three even verses costs twice); character i of a poem is target i."""
+    per_token = advantages.unsqueeze(1).repeat(1, length)  # (batch, length)
+    for row, poem in enumerate(poems):
+        ends = rhyme_positions(poem)
+        for k, end in enumerate(ends):
+            if poem[end] in {poem[i] for i in ends[:k]}:  # closed an earlier even verse
+                per_token[row, end] -= cost
+    return per_token
+
+
 # %% the names this module exports (generated)
 __all__ = [
     "GRPO_RECIPE",
@@ -344,6 +377,7 @@ __all__ = [
     "grpo_round",
     "preference_record",
     "repeat_unlikelihood",
+    "token_advantages",
     "train_grpo",
     "tuned_poet",
 ]
