@@ -179,10 +179,10 @@ def grpo_round(
             "the reward gives the poet no signal"
         )
     advantages = grpo_advantages(scores, group_size, allow_flat=True)
+    repeats = [repeats_rhyme(poem) for poem in poems]  # the hack to watch
     kept = ~flat | keep_flat
-    if repeat_cost:
-        repeats = torch.tensor([repeats_rhyme(poem) for poem in poems])
-        kept = kept | repeats.view(-1, group_size).any(dim=1)
+    if repeat_cost:  # a flat group with a repeat still teaches: the repeat costs
+        kept = kept | torch.tensor(repeats).view(-1, group_size).any(dim=1)
     kept = kept.repeat_interleave(group_size)
     end = poet.vocab.boundary_id
     tokens = _padded([t for t, _ in drawn], end)[kept]
@@ -192,7 +192,7 @@ def grpo_round(
     record = dict(
         reward=scores.mean().item(),
         form=sum(map(regular_form, poems)) / len(poems),
-        repeated=sum(map(repeats_rhyme, poems)) / len(poems),  # the hack to watch
+        repeated=sum(repeats) / len(poems),
         flat_groups=int(flat.sum()),
     )
     kept_poems = [poem for poem, keep in zip(poems, kept.tolist()) if keep]
