@@ -5,6 +5,8 @@ the poet's GPT (tied and untied, the explicit and the fused attention), the mode
 (grouped-query attention, SwiGLU and GELU, every position scheme) and the translator, at several
 lengths; the peak and MFU helpers' shapes and argument checks (no timing is asserted)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -37,21 +39,22 @@ def counted(step) -> int:
     return counter.get_total_flops()
 
 
+def model_and_tokens(model_class, config, length):
+    """The model, initialised from seed 0, and a batch of BATCH random sequences of ``length``."""
+    torch.manual_seed(0)
+    return model_class(config), torch.randint(1, config.vocab_size, (BATCH, length))
+
+
 def lm_step(model, tokens, **options):
     return lambda: causal_lm_loss(model(tokens, **options), tokens).backward()
 
 
+# Each configuration after the first names only what it changes.
+POET_LIKE = GPTConfig(vocab_size=97, max_len=32, d_model=32, heads=4, layers=2)
 GPTS = {
-    "poet-like, tied": GPTConfig(vocab_size=97, max_len=32, d_model=32, heads=4, layers=2),
-    "untied, d_ff 48, post-norm": GPTConfig(
-        vocab_size=97,
-        max_len=32,
-        d_model=32,
-        heads=2,
-        layers=1,
-        d_ff=48,
-        tie_embeddings=False,
-        norm_first=False,
+    "poet-like, tied": POET_LIKE,
+    "untied, d_ff 48, post-norm": replace(
+        POET_LIKE, heads=2, layers=1, d_ff=48, tie_embeddings=False, norm_first=False
     ),
 }
 
@@ -60,9 +63,7 @@ GPTS = {
 @pytest.mark.parametrize("length", LENGTHS)
 def test_gpt_count_equals_the_counter(name, length):
     config = GPTS[name]
-    torch.manual_seed(0)
-    model = GPT(config)
-    tokens = torch.randint(1, config.vocab_size, (BATCH, length))
+    model, tokens = model_and_tokens(GPT, config, length)
     positions = BATCH * length
     # chapter 2's explicit attention: two batched products, the counter's bmm
     explicit = counted(lm_step(model, tokens, need_weights=True))
@@ -72,26 +73,14 @@ def test_gpt_count_equals_the_counter(name, length):
     assert fused == positions * flops_per_token(config, length, recompute=True)
 
 
+GQA = ModernConfig(vocab_size=97, d_model=32, heads=4, kv_heads=2, layers=2)
 MODERNS = {
-    "GQA 4/2, SwiGLU, rotary": ModernConfig(vocab_size=97, d_model=32, heads=4, kv_heads=2, layers=2),
-    "MQA, GELU, ALiBi, tied": ModernConfig(
-        vocab_size=97,
-        d_model=32,
-        heads=4,
-        kv_heads=1,
-        layers=1,
-        feed_forward="gelu",
-        positions="alibi",
-        tie_embeddings=True,
+    "GQA 4/2, SwiGLU, rotary": GQA,
+    "MQA, GELU, ALiBi, tied": replace(
+        GQA, kv_heads=1, layers=1, feed_forward="gelu", positions="alibi", tie_embeddings=True
     ),
-    "learned positions, d_ff 40": ModernConfig(
-        vocab_size=97,
-        d_model=48,
-        heads=4,
-        layers=1,
-        d_ff=40,
-        positions="learned",
-        max_len=32,
+    "learned positions, d_ff 40": replace(
+        GQA, d_model=48, kv_heads=None, layers=1, d_ff=40, positions="learned", max_len=32
     ),
 }
 
@@ -100,9 +89,7 @@ MODERNS = {
 @pytest.mark.parametrize("length", LENGTHS)
 def test_modern_decoder_count_equals_the_counter(name, length):
     config = MODERNS[name]
-    torch.manual_seed(0)
-    model = ModernDecoder(config)
-    tokens = torch.randint(1, config.vocab_size, (BATCH, length))
+    model, tokens = model_and_tokens(ModernDecoder, config, length)
     fused = counted(lm_step(model, tokens))
     assert fused == BATCH * length * flops_per_token(config, length, recompute=True)
 

@@ -43,17 +43,13 @@ logging.set_verbosity_error()
 
 def small_llama(kv_heads, tie=False, seed=0):
     torch.manual_seed(seed)
+    sizes = dict(vocab_size=40, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4)
+    special_ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=0)
     config = LlamaConfig(
-        vocab_size=40,
-        hidden_size=32,
-        intermediate_size=72,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **sizes,
+        **special_ids,
         num_key_value_heads=kv_heads,
         max_position_embeddings=512,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
         tie_word_embeddings=tie,
         rope_theta=500000.0,
     )
