@@ -24,6 +24,7 @@ import torch
 import playground_files
 import playground_translator
 from browser_support import local_only_tab, script_tab, serve
+from notebooks import WEIGHTS_DIR
 from transformer_book import Translator, corpus_scores, pretrained_translator, tatoeba_split
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ STATIC = REPO_ROOT / "book" / "_static"
 PLAYGROUND = STATIC / "playground"
 JSON_PATH = PLAYGROUND / "translator.json"
 BLEU_PATH = PLAYGROUND / playground_translator.BLEU_FILE
-CHAPTER_14_RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "tatoeba_en_zh_runs.json"
+CHAPTER_14_RECORD = WEIGHTS_DIR / "tatoeba_en_zh_runs.json"
 SAMPLE = range(0, 1000, 50)  # 20 test sentences translated again
 
 

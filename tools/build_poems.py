@@ -37,9 +37,9 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-from notebooks import REPO_ROOT
+from notebooks import DATA_DIR, REPO_ROOT
 
-DATA = REPO_ROOT / "src" / "transformer_book" / "data"
+DATA = DATA_DIR
 CORPUS = DATA / "tang_poems.txt.xz"
 TABLE = DATA / "tang_poems_variants.tsv"
 README = DATA / "README.md"

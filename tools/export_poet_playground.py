@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, regenerate_and_compare
+from notebooks import REPO_ROOT, WEIGHTS_DIR, regenerate_and_compare
 from playground_files import read_files
 from train_grpo import SEEDS
 from transformer_book import (
@@ -54,7 +54,7 @@ from transformer_book import (
 )
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
-WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
+WEIGHTS = WEIGHTS_DIR
 NAME = "poet"
 FORMAT = "transformer-book-poet/1"
 MAX_BYTES = 4_000_000  # one poet's NAME.bin and NAME.json together: what the page downloads for it

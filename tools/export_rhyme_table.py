@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from pypinyin import Style, lazy_pinyin
 
+from notebooks import DATA_DIR
 from transformer_book import FINALS_FILE, read_poems
 
-TABLE = Path(__file__).resolve().parents[1] / "src" / "transformer_book" / "data" / FINALS_FILE
+TABLE = DATA_DIR / FINALS_FILE
 MARKS = "，。？"
 
 

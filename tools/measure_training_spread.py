@@ -26,9 +26,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from notebooks import KERNEL_PATHS, REPO_ROOT
+from notebooks import KERNEL_PATHS, REPO_ROOT, WEIGHTS_DIR
 
-RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "training_spread.json"
+RECORD = WEIGHTS_DIR / "training_spread.json"
 SEEDS = (0, 1, 2, 3, 4)
 
 

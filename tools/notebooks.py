@@ -44,6 +44,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOK = REPO_ROOT / "book"
 TOOLS = REPO_ROOT / "tools"
 TESTS = REPO_ROOT / "tests"
+# Where the package's shipped files live in the source tree: what the training tools write and check
+# (the package reads them through transformer_book.shipped, wherever it is installed).
+PACKAGE_DIR = REPO_ROOT / "src" / "transformer_book"
+WEIGHTS_DIR = PACKAGE_DIR / "weights"
+DATA_DIR = PACKAGE_DIR / "data"
 SANITIZE_FILE = TESTS / "nbval_sanitize.cfg"
 IGNORED_TAGS = {"nbval-ignore-output", "nbval-skip"}  # cells run, not compared
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, environment
+from notebooks import WEIGHTS_DIR, environment
 from playground_files import OUT_DIR, export_model, load_model
 
 
@@ -53,14 +53,13 @@ class PlaygroundTask:
         return self.options["steps"]
 
 
-PACKAGE_WEIGHTS = REPO_ROOT / "src" / "transformer_book" / "weights"
 TASKS = [
     PlaygroundTask(  # chapter 9: train_model(dates_task(), **DATES_TRAINING)
         "dates",
         "transformer_book:dates_task",
         "transformer_book:DATES_CONFIG",
         "transformer_book:DATES_TRAINING",
-        package_file=PACKAGE_WEIGHTS / "dates.pt",
+        package_file=WEIGHTS_DIR / "dates.pt",
     ),
     PlaygroundTask(  # chapter 12's run continued to 2,000 steps by tools/train_numbers.py
         "numbers",

@@ -52,9 +52,6 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from notebooks import REPO_ROOT
-
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 BATCH_SIZE = 64
 LR = 3e-3
 SEED = 0

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, environment, train_or_check
+from notebooks import WEIGHTS_DIR, environment, train_or_check
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "ablations.json"
 STEPS, SEED = 80, 0  # chapter 11's ABLATION_STEPS and seed
 HELD_OUT, HELD_OUT_SEED = 1000, 1  # chapter 11's held-out dates

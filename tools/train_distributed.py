@@ -45,10 +45,10 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT
+from notebooks import REPO_ROOT, WEIGHTS_DIR
 from transformer_book import DistributedRun, train_distributed
 
-RECORD = REPO_ROOT / "src" / "transformer_book" / "weights" / "distributed_runs.json"
+RECORD = WEIGHTS_DIR / "distributed_runs.json"
 SCRIPT = Path(__file__).resolve()
 # A run agrees with another if its losses and parameter sum are this close: a few times the
 # float32 rounding measured between FSDP and DDP, a tenth of the per-batch mistake's error.

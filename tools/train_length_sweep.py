@@ -42,10 +42,9 @@ import torch
 import torch.nn.functional as F
 
 import sweeps
-from notebooks import REPO_ROOT
+from notebooks import WEIGHTS_DIR
 from train_modern_sweep import curve
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "length_sweep.json"
 TRAIN_LEN = 26  # <s>, 4 verses of 5 characters and a mark, <s>
 PREDICTIONS = 49  # in an eight-verse poem: 48 characters and the closing <s>

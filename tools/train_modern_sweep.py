@@ -45,9 +45,8 @@ from pathlib import Path
 import torch
 
 import sweeps
-from notebooks import REPO_ROOT
+from notebooks import WEIGHTS_DIR
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 RECORD_FILE = "modern_sweep.json"
 SIZE = dict(d_model=128, heads=4, layers=4)  # the shipped poet's (POET_CONFIG)
 MODERN = dict(SIZE, kv_heads=2, tie_embeddings=True, max_len=64)

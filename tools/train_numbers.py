@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from notebooks import (
-    REPO_ROOT,
+    WEIGHTS_DIR,
     check_outcome,
     differing_files,
     environment,
@@ -58,7 +58,6 @@ from transformer_book import (
     train_model,
 )
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 WEIGHTS_FILE, RUNS_FILE = "numbers.pt", "numbers_runs.json"
 CHECKPOINT_STEPS = (120, 250, 500, 1000, 2000)
 HELD_OUT, HELD_OUT_SEED = 2000, 1  # chapter 12's 400 held-out numbers are the first 400

@@ -24,9 +24,8 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, train_or_check
+from notebooks import WEIGHTS_DIR, train_or_check
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SAMPLES = 200
 
 

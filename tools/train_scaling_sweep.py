@@ -68,9 +68,8 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT
+from notebooks import WEIGHTS_DIR
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 BUDGETS = (1e12, 2e12, 4e12)  # training FLOPs per arm
 HELD_OUT_BUDGET = 8e12  # the run the fit predicts, trained after the fit: under 4 epochs
 SIZES = ((32, 1), (32, 2), (64, 1), (64, 2), (96, 2), (128, 3))  # (d_model, layers)

@@ -35,9 +35,8 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, train_or_check
+from notebooks import WEIGHTS_DIR, train_or_check
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
 SEEDS, FEW_SEEDS = range(20), range(10)
 ACROSTICS = ("春花秋月", "山水清风")
 

@@ -52,7 +52,14 @@ from pathlib import Path
 
 import torch
 
-from notebooks import REPO_ROOT, check_outcome, differing_files, json_differs, regenerate_and_compare
+from notebooks import (
+    DATA_DIR,
+    WEIGHTS_DIR,
+    check_outcome,
+    differing_files,
+    json_differs,
+    regenerate_and_compare,
+)
 from transformer_book import (
     MERGES_FILE,
     PAPER_BEAM,
@@ -70,8 +77,6 @@ from transformer_book import (
     translator_state,
 )
 
-WEIGHTS_DIR = REPO_ROOT / "src" / "transformer_book" / "weights"
-DATA_DIR = REPO_ROOT / "src" / "transformer_book" / "data"
 RUNS_FILE = "tatoeba_en_zh_runs.json"
 SEEDS_FILE = "tatoeba_en_zh_seeds.json"
 SMOOTHING_RUNS = {"smoothing 0.1": 0.1, "no smoothing": 0.0}
