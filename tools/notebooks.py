@@ -23,10 +23,13 @@ Checking generated files (every tool's ``--check``):
     ``check_outcome(different, committed, recorded=...)``: say what differs (or that nothing does), and
     whether the files were made in another environment (``environment()``: the torch build, CPU kernels,
     threads that a seeded CPU run's bits depend on); the exit status.
+    ``train_or_check(check, out, train, summary)`` and ``training_parser(doc, arms, seed_help)``: a training
+    tool's two modes and its command line. ``WEIGHTS_DIR``, ``DATA_DIR``: where its files go.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import contextlib
 import io
@@ -496,6 +499,22 @@ def regenerate_and_compare(
             else None
         )
         return differing_files(Path(folder), committed, compare, paths)
+
+
+def training_parser(doc: str, arms: Iterable[str] = (), seed_help: str | None = None) -> argparse.ArgumentParser:
+    """The command line of a tool that trains shipped files (``train_or_check``'s two modes): ``--check``,
+    ``--steps`` (a toy budget) and ``--out``; ``--arm`` when the tool trains one of several ``arms``,
+    ``--seed`` when it takes a seed (``seed_help`` says what another seed writes). The description is
+    the first paragraph of the tool's ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if arms:
+        parser.add_argument("--arm", required=True, choices=sorted(arms))
+    parser.add_argument("--check", action="store_true", help="train again and compare")
+    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
+    if seed_help is not None:
+        parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    return parser
 
 
 def train_or_check(check: bool, out: Path, train: Callable[[Path], dict], summary: Callable[[dict], str]) -> int:

@@ -141,7 +141,6 @@ candidate for the shipped GRPO stage (not swapped: the chapters and the poem pag
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import time
@@ -149,7 +148,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import WEIGHTS_DIR, train_or_check
+from notebooks import train_or_check, training_parser
 
 SEEDS = range(200)
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -247,13 +246,8 @@ def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0
 def main(argv: list[str] | None = None) -> int:
     from transformer_book import PREFERENCE_ARMS
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arm", required=True, choices=sorted(PREFERENCE_ARMS))
-    parser.add_argument("--check", action="store_true", help="train again and compare")
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
-    parser.add_argument("--seed", type=int, default=0, help="the run's seed (0: the files the package ships)")
+    parser = training_parser(__doc__, PREFERENCE_ARMS, "the run's seed (0: the files the package ships)")
     parser.add_argument("--device", default="cpu", choices=DEVICES, help="where the poet trains (default cpu)")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args(argv)
     if args.seed < 0:
         parser.error(f"--seed must be 0 or more; got {args.seed}")

@@ -16,7 +16,6 @@ stored, so that --check can compare the files byte for byte.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import WEIGHTS_DIR, train_or_check
+from notebooks import train_or_check, training_parser
 
 SAMPLES = 200
 
@@ -76,11 +75,7 @@ def train_and_write(out: Path, steps: int | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="retrain and compare")
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
-    args = parser.parse_args(argv)
+    args = training_parser(__doc__).parse_args(argv)
 
     def summary(result: dict) -> str:
         return (

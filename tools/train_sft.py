@@ -27,7 +27,6 @@ a toy budget and another folder.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from notebooks import WEIGHTS_DIR, train_or_check
+from notebooks import train_or_check, training_parser
 
 SEEDS, FEW_SEEDS = range(20), range(10)
 ACROSTICS = ("春花秋月", "山水清风")
@@ -136,14 +135,9 @@ def train_and_write(arm: str, out: Path, steps: int | None = None, seed: int = 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     from transformer_book import SFT_ARMS
 
-    parser.add_argument("--arm", required=True, choices=sorted(SFT_ARMS))
-    parser.add_argument("--check", action="store_true", help="train again and compare")
-    parser.add_argument("--steps", type=int, default=None, help="a toy budget")
-    parser.add_argument("--seed", type=int, default=0, help="another training seed: its record only")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    parser = training_parser(__doc__, SFT_ARMS, "another training seed: its record only")
     args = parser.parse_args(argv)
 
     def summary(result: dict) -> str:
