@@ -126,6 +126,24 @@ def test_every_built_chapter_has_a_preview_of_its_own(chapter):
     assert f'href="{repository(REPO_ROOT).pages_url}book/{chapter.stem}.html"' in page  # canonical
 
 
+def test_a_page_loads_the_search_index_and_the_chart_scripts_only_if_it_uses_them():
+    # book/_templates/layout.html: the search index (1.2 MB) on search.html alone, since the theme's
+    # search-as-you-type is off; book/_ext/dedupe_scripts.py: Vega only where an Altair chart is drawn.
+    pages = sorted(path for path in SITE.rglob("*.html") if "_static" not in path.parts)
+    loads = {
+        path.relative_to(SITE).as_posix(): (
+            "searchindex.js" in (text := path.read_text(encoding="utf-8")),
+            "vendor/vega.min.js" in text,
+            'id="altair-viz-' in text,
+        )
+        for path in pages
+    }
+    assert {page for page, (index, _, _) in loads.items() if index} == {"search.html"}
+    assert {page for page, (_, vega, charts) in loads.items() if vega != charts} == set()
+    with_charts = {page for page, (_, _, charts) in loads.items() if charts}
+    assert "book/15_writing_poems.html" in with_charts and "book/playground.html" not in with_charts
+
+
 def search_index() -> dict:
     text = built("searchindex.js")
     return json.loads(text[text.index("(") + 1 : text.rindex(")")])

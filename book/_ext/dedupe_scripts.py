@@ -9,9 +9,10 @@ error, so we keep the first copy of each script and drop the rest.
 
 from __future__ import annotations
 
-# Pages with no Vega chart (the playground draws its maps as plain SVG): the chart scripts
-# (_config.yml's html_js_files: Vega, Vega-Lite, vega-embed, 770 KB) are not loaded there.
-NO_CHARTS = {"book/playground", "book/playground_poems"}
+# The chart scripts (_config.yml's html_js_files: Vega, Vega-Lite, vega-embed, 830 KB) are loaded only
+# by a page that holds an Altair chart (its container's id starts with "altair-viz-"): not by the
+# playground, which draws its maps as plain SVG, nor by the index, search and contributor's pages.
+CHART_MARK = 'id="altair-viz-'
 CHART_SCRIPTS = ("_static/vendor/vega", "_static/vega-offline.js", "_static/book-charts.js")
 
 
@@ -29,7 +30,7 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree) -> Non
         if key not in seen:
             seen.add(key)
             unique.append(script)
-    if pagename in NO_CHARTS:
+    if CHART_MARK not in (context.get("body") or ""):
         unique = [script for script in unique if not (getattr(script, "filename", "") or "").startswith(CHART_SCRIPTS)]
     context["script_files"] = unique
 
