@@ -80,7 +80,7 @@ def test_the_files_are_the_shipped_weights(each_poet, exported):
     count = sum(p.numel() for p in shipped.model.parameters())
     assert meta["weights"]["bytes"] == 2 * count == (PLAYGROUND / meta["weights"]["file"]).stat().st_size
     if stage == "base":
-        history = json.loads((exporter.WEIGHTS / exporter.HISTORY_FILE).read_text("utf-8"))
+        history = json.loads((exporter.WEIGHTS_DIR / exporter.HISTORY_FILE).read_text("utf-8"))
         assert meta["training"]["held_out_perplexity"] == history["held_out_perplexity"]
         assert meta["training"]["steps"] == len(history["losses"])
     else:
@@ -496,7 +496,7 @@ def rhyme_poems(exported):
 
     known = set(exported[1]["tokens"][3:])
     poems = []
-    for path in sorted(exporter.WEIGHTS.glob("tang_poet*.json")):
+    for path in sorted(exporter.WEIGHTS_DIR.glob("tang_poet*.json")):
         record = json.loads(path.read_text("utf-8"))
         for part in (record, record.get("base", {}), record.get("tuned", {})):
             for sample in part.get("samples", []):  # an SFT record keeps [prompt, poem, ok]
@@ -763,7 +763,7 @@ def test_parity_on_a_small_random_gpt(browser, tmp_path):
     }
     (weights_dir / exporter.HISTORY_FILE).write_text(json.dumps(history), encoding="utf-8")
     # The page's rates come from the DPO record: the shipped one will do for a random poet.
-    shutil.copy(exporter.WEIGHTS / exporter.RECORD, weights_dir)
+    shutil.copy(exporter.WEIGHTS_DIR / exporter.RECORD, weights_dir)
     served = tmp_path / "served"
     exporter.export_poet("base", served / "playground", weights_dir)
     for script in PLAYGROUND.glob("*.js"):  # gpt.js and the modules it imports

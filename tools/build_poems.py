@@ -39,10 +39,9 @@ from pathlib import Path
 
 from notebooks import DATA_DIR, REPO_ROOT
 
-DATA = DATA_DIR
-CORPUS = DATA / "tang_poems.txt.xz"
-TABLE = DATA / "tang_poems_variants.tsv"
-README = DATA / "README.md"
+CORPUS = DATA_DIR / "tang_poems.txt.xz"
+TABLE = DATA_DIR / "tang_poems_variants.tsv"
+README = DATA_DIR / "README.md"
 # the shared data folder beside the repository (as the project's CI has it)
 SOURCE = REPO_ROOT.parent / "shared" / "data" / "tang-poems" / "tang_5char_regular.txt"
 SOURCE_SHA256 = "3d4f30e72e0a3870f9cc1b1c538a72afc60589242c75c3ff625a405e0043a322"

@@ -54,7 +54,6 @@ from transformer_book import (
 )
 
 OUT_DIR = REPO_ROOT / "book" / "_static" / "playground"
-WEIGHTS = WEIGHTS_DIR
 NAME = "poet"
 FORMAT = "transformer-book-poet/1"
 MAX_BYTES = 4_000_000  # one poet's NAME.bin and NAME.json together: what the page downloads for it
@@ -86,7 +85,7 @@ EXAMPLES = [
 PARITY_PROMPTS = [("", False), ("风", False), ("江上", True), ("故人西辞黄鹤楼", False)]
 
 
-def read_shipped(weights_dir: Path = WEIGHTS, stage: str = "base") -> tuple[dict, bytes]:
+def read_shipped(weights_dir: Path = WEIGHTS_DIR, stage: str = "base") -> tuple[dict, bytes]:
     """The shipped checkpoint of ``stage`` (config, characters, float16 weights) and its bytes."""
     if stage not in POETS:
         raise ValueError(f"stage must be one of {sorted(POETS)}; got {stage!r}")
@@ -121,7 +120,7 @@ def rhyme_table(vocab: PoemVocabulary) -> dict:
     }
 
 
-def measured(weights_dir: Path = WEIGHTS) -> dict:
+def measured(weights_dir: Path = WEIGHTS_DIR) -> dict:
     """Both poets' rates as tools/train_grpo.py recorded them, and their scope: the poems were
     written with ``Poet.write``'s default temperature and top-p, one a seed of ``SEEDS``."""
     record = json.loads((weights_dir / RECORD).read_text(encoding="utf-8"))
@@ -158,7 +157,7 @@ def training_of(stage: str, weights_dir: Path) -> dict:
     }
 
 
-def export_poet(stage: str, out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, Path]:
+def export_poet(stage: str, out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS_DIR) -> tuple[Path, Path]:
     """Write ``NAME.json`` and ``NAME.bin`` of ``stage`` (a key of ``POETS``) to ``out_dir``;
     return their paths."""
     stored, raw = read_shipped(weights_dir, stage)
@@ -211,7 +210,7 @@ def export_poet(stage: str, out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS
     return json_path, bin_path
 
 
-def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> tuple[Path, ...]:
+def export(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS_DIR) -> tuple[Path, ...]:
     """Write every poet's two files (``export_poet``) to ``out_dir``; return their paths."""
     return tuple(path for stage in POETS for path in export_poet(stage, out_dir, weights_dir))
 
@@ -238,7 +237,7 @@ def load_poet(json_path: Path = OUT_DIR / f"{NAME}.json") -> tuple[Poet, dict]:
     return Poet(model.eval(), vocab), meta
 
 
-def check(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS) -> list[str]:
+def check(out_dir: Path = OUT_DIR, weights_dir: Path = WEIGHTS_DIR) -> list[str]:
     """Export again into a scratch folder; the names of the files that differ."""
     return regenerate_and_compare(lambda folder: export(folder, weights_dir), out_dir)
 
