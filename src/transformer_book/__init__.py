@@ -45,7 +45,7 @@ The modules, in the order the book first writes them, and the chapters that writ
 - ``checkpoint`` (chapter 17): Sharded checkpoints
 - ``cost`` (chapter 18): What training costs
 - ``scaling`` (chapter 18): A scaling law from small runs
-- ``rhyme`` (chapters 19, 20): Rhyme
+- ``rhyme`` (chapter 19): Rhyme
 - ``tuning`` (chapter 19): Teaching the poet
 - ``lora`` (chapter 19): Low-rank adapters
 - ``preference`` (chapter 20): Preferences

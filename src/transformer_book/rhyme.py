@@ -52,16 +52,23 @@ def rhyme_class(character: str) -> str | None:
     return CLASS_OF_FINAL.get(rhyme_finals().get(character, ""))
 
 
-def rhyme_characters(poem: str) -> list[str]:
-    """The characters that close the even verses (2nd, 4th, ...), before the mark."""
+def rhyme_positions(poem: str) -> list[int]:
+    """Where the even verses (2nd, 4th, ...) end: the index in ``poem`` of each one's
+    last character, before the mark."""
     if not isinstance(poem, str):
         raise TypeError(f"poem must be a str; got {type(poem).__name__}")
-    ends = []
-    for verse in VERSE.findall(poem)[1::2]:
-        text = verse.rstrip("，。？")
-        if text:
-            ends.append(text[-1])
-    return ends
+    positions, start = [], 0
+    for number, verse in enumerate(VERSE.findall(poem)):
+        text = verse.rstrip("，。？")  # a cut-off verse has no mark
+        if number % 2 == 1 and text:
+            positions.append(start + len(text) - 1)
+        start += len(verse)
+    return positions
+
+
+def rhyme_characters(poem: str) -> list[str]:
+    """The characters that close the even verses, before the mark."""
+    return [poem[i] for i in rhyme_positions(poem)]
 
 
 def rhymes(poem: str) -> bool:
@@ -88,18 +95,6 @@ def rhyme_report(poems) -> dict:
         rhyme=sum(map(rhymes, poems)) / len(poems),
         repeated=sum(map(repeats_rhyme, poems)) / len(poems),
     )
-
-
-# %% book/20_preferences_and_rewards.ipynb, cell 17
-def rhyme_positions(poem: str) -> list[int]:
-    """The indices in ``poem`` of the characters ``rhyme_characters`` reads."""
-    positions, start = [], 0
-    for number, verse in enumerate(VERSE.findall(poem)):
-        text = verse.rstrip("，。？")  # a cut-off verse has no mark
-        if number % 2 == 1 and text:  # the even verses
-            positions.append(start + len(text) - 1)
-        start += len(verse)
-    return positions
 
 
 # %% the names this module exports (generated)
