@@ -181,9 +181,18 @@ def test_token_log_probs_pick_the_tokens_that_came_from_the_whole_distribution()
 
 def test_rhyme_positions_are_where_the_rhyme_characters_stand():
     cut, odd = "床前明月光，疑是地上霜。举头望明", "春眠不觉晓，处处闻啼鸟？夜来风雨声，花落知多少。"
-    for poem in [*POEMS, cut, odd, "一句。", ""]:
-        assert [poem[i] for i in rhyme_positions(poem)] == rhyme_characters(poem), poem
-    assert rhyme_positions(POEMS[0]) == [10, 22]
+    unmarked = "床前明月光，疑是地上霜"  # the last verse without its mark
+    expected = {  # poem: (positions, characters), counted by hand
+        POEMS[0]: ([10, 22], ["流", "楼"]),
+        POEMS[1]: ([10, 22], ["霜", "乡"]),
+        cut: ([10], ["霜"]),  # the cut-off fourth verse is not read
+        odd: ([10, 22], ["鸟", "少"]),  # a question mark closes a verse too
+        unmarked: ([10], ["霜"]),
+        "一句。": ([], []),
+        "": ([], []),
+    }
+    for poem, (positions, characters) in expected.items():
+        assert (rhyme_positions(poem), rhyme_characters(poem)) == (positions, characters), poem
 
 
 def unlikelihood_case():
